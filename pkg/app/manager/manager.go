@@ -1,0 +1,197 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/controllers"
+	"github.com/capov/capov/pkg/ovirt/sdk"
+)
+
+// UserAgent identifies the manager to the API servers.
+const UserAgent = "capov-manager"
+
+// NewScheme returns the scheme of the manager.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(infrav1.AddToScheme(s))
+	return s
+}
+
+// Main parses args (without the program name) and runs the manager until SIGINT/SIGTERM. It
+// returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	opts := NewOptions()
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	fs.SetOutput(stdout)
+	opts.AddFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "CAPOV controller manager: reconciles OVirtProvider, OVirtCluster and OVirtMachine against oVirt.\n\nUsage: manager [flags]\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "manager: %v\n", err)
+		return 2
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(stderr, "manager: %v\n", err)
+		return 2
+	}
+	log := opts.NewLogger(stderr)
+	ctrl.SetLogger(log)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "Loading the kubeconfig")
+		return 1
+	}
+	if err := Run(ctrl.SetupSignalHandler(), opts, cfg, log); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		return 1
+	}
+	return 0
+}
+
+// Run starts the manager with the given options and stops when ctx is done.
+func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.Logger) error {
+	ctx = ctrl.LoggerInto(ctx, log)
+	gates := opts.ResolveFeatureGates(log)
+	cfg := opts.RestConfig(restConfig, UserAgent)
+	scheme := NewScheme()
+
+	cacheOpts := cache.Options{
+		SyncPeriod: &opts.SyncPeriod,
+		ByObject: map[client.Object]cache.ByObject{
+			// Only the credentials Secrets are cached; bootstrap data is read directly, and
+			// caching every Secret of a management cluster costs memory for nothing.
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.CredentialsNamespace: {}}},
+		},
+	}
+	if opts.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
+	}
+	metricsOpts := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if opts.MetricsBindAddress != "0" {
+		metricsOpts.SecureServing = true
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	gracefulShutdown := opts.GracefulShutdownTimeout
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
+		GracefulShutdownTimeout:       &gracefulShutdown,
+		Controller:                    config.Controller{RecoverPanic: ptr.To(true)},
+		Logger:                        log,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the controller manager: %w", err)
+	}
+
+	lookupTTL := opts.OVirtLookupCacheTTL
+	if lookupTTL == 0 {
+		lookupTTL = -1 // the flag's 0 disables the cache; the factory's 0 means its default
+	}
+	factory := sdk.NewFactory(sdk.Options{
+		Limits: sdk.Limits{
+			QPS: opts.OVirtQPS, Burst: opts.OVirtBurst, MaxInFlight: opts.OVirtMaxInFlight,
+			AuthFailureThreshold: opts.OVirtAuthFailureThreshold, AuthBackoff: opts.OVirtAuthBackoff,
+		},
+		Registerer:     ctrlmetrics.Registry,
+		Logger:         log.WithName("ovirt"),
+		Timeout:        opts.OVirtTimeout,
+		LookupCacheTTL: lookupTTL,
+	})
+	defer factory.Close()
+
+	// The ClusterCache reads kubeconfig Secrets of every cluster namespace: an uncached
+	// client does that without caching every Secret.
+	secretClient, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("creating the Secret client: %w", err)
+	}
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     secretClient,
+		WatchFilterValue: opts.WatchFilter,
+		Client:           clustercache.ClientOptions{UserAgent: UserAgent, QPS: opts.KubeAPIQPS, Burst: opts.KubeAPIBurst},
+	}, controller.Options{MaxConcurrentReconciles: 10})
+	if err != nil {
+		return fmt.Errorf("setting up the ClusterCache: %w", err)
+	}
+
+	connector := &controllers.Connector{Reader: mgr.GetClient(), Namespace: opts.CredentialsNamespace, Factory: factory}
+	if err := (&controllers.OVirtProviderReconciler{
+		Client: mgr.GetClient(), Connector: connector, Recorder: mgr.GetEventRecorder("ovirtprovider-controller"),
+		CheckInterval: opts.ProviderCheckInterval, WatchFilterValue: opts.WatchFilter,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return fmt.Errorf("setting up the OVirtProvider controller: %w", err)
+	}
+	if err := (&controllers.OVirtClusterReconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).
+		SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return fmt.Errorf("setting up the OVirtCluster controller: %w", err)
+	}
+	intervals := controllers.DefaultIntervals()
+	intervals.VMPoll = opts.VMPollInterval
+	intervals.NodePoll = opts.NodePollInterval
+	intervals.ShutdownTimeout = opts.ShutdownTimeout
+	intervals.VMRefresh = opts.SyncPeriod
+	if err := (&controllers.OVirtMachineReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector, ClusterCache: clusterCache,
+		Recorder: mgr.GetEventRecorder("ovirtmachine-controller"), Gates: gates, Intervals: intervals,
+		WatchFilterValue: opts.WatchFilter,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}); err != nil {
+		return fmt.Errorf("setting up the OVirtMachine controller: %w", err)
+	}
+	if err := (&controllers.OVirtMachineTemplateReconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).
+		SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		return fmt.Errorf("setting up the OVirtMachineTemplate controller: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+	log.Info("Starting the CAPOV manager", "credentialsNamespace", opts.CredentialsNamespace,
+		"namespace", opts.Namespace, "leaderElect", opts.LeaderElect, "maxConcurrentReconciles", opts.MaxConcurrentReconciles)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	log.Info("Manager stopped")
+	return nil
+}

@@ -1,0 +1,122 @@
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/capov/capov/pkg/app/options"
+)
+
+// Options are the manager's flags.
+type Options struct {
+	options.Common
+
+	// LeaderElect enables leader election so that only one replica reconciles.
+	LeaderElect bool
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// LeaderElectionNamespace is where the Lease lives; empty means the pod namespace.
+	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	// MaxConcurrentReconciles is the number of OVirtMachines reconciled at once.
+	MaxConcurrentReconciles int
+	// Namespace limits the watch to one namespace (clusterctl contract); empty watches all.
+	Namespace string
+	// WatchFilter only reconciles objects whose cluster.x-k8s.io/watch-filter label has this value.
+	WatchFilter string
+	// SyncPeriod is the resync interval of every watched object.
+	SyncPeriod time.Duration
+	// GracefulShutdownTimeout bounds how long running reconciles may finish on SIGTERM.
+	GracefulShutdownTimeout time.Duration
+
+	// CredentialsNamespace is the namespace of the OVirtProvider credentials Secrets.
+	CredentialsNamespace string
+	// ProviderCheckInterval is how often an OVirtProvider's connectivity is re-checked.
+	ProviderCheckInterval time.Duration
+	// VMPollInterval is how often a VM is re-read while oVirt works on it.
+	VMPollInterval time.Duration
+	// NodePollInterval is how often the workload cluster is checked for the Node.
+	NodePollInterval time.Duration
+	// ShutdownTimeout is how long a graceful shutdown may take before a VM is stopped hard.
+	ShutdownTimeout time.Duration
+
+	// OVirtQPS, OVirtBurst and OVirtMaxInFlight bound the calls per OVirtProvider.
+	OVirtQPS         float64
+	OVirtBurst       int
+	OVirtMaxInFlight int
+	// OVirtTimeout bounds each oVirt API call.
+	OVirtTimeout time.Duration
+	// OVirtAuthFailureThreshold and OVirtAuthBackoff configure the login circuit breaker.
+	OVirtAuthFailureThreshold int
+	OVirtAuthBackoff          time.Duration
+	// OVirtLookupCacheTTL is how long names of templates, clusters, storage domains and vNIC
+	// profiles are cached.
+	OVirtLookupCacheTTL time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options { return &Options{} }
+
+// AddFlags registers the manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs, ":8443", ":8081")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Enable leader election: only the leader reconciles. Required with more than one replica.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "capov-controller-manager", "Name of the leader-election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod namespace).")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over an expired lease.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew the lease before giving up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "Interval between leader-election attempts.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "Number of OVirtMachines reconciled in parallel.")
+	fs.StringVar(&o.Namespace, "namespace", "", "Only watch this namespace (default: all namespaces).")
+	fs.StringVar(&o.WatchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value> (default: all).")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "Interval at which every watched object is reconciled again; bounds how stale the status of a Ready machine can be.")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on SIGTERM.")
+	fs.StringVar(&o.CredentialsNamespace, "credentials-namespace", options.Env("POD_NAMESPACE", "capov-system"), "Namespace of the OVirtProvider credentials Secrets (default: $POD_NAMESPACE, else capov-system).")
+	fs.DurationVar(&o.ProviderCheckInterval, "provider-check-interval", 5*time.Minute, "How often each OVirtProvider's connection is checked.")
+	fs.DurationVar(&o.VMPollInterval, "vm-poll-interval", 10*time.Second, "How often a VM is re-read while oVirt creates, resizes or starts it.")
+	fs.DurationVar(&o.NodePollInterval, "node-poll-interval", 15*time.Second, "How often the workload cluster is checked for the Node of a running VM.")
+	fs.DurationVar(&o.ShutdownTimeout, "vm-shutdown-timeout", 5*time.Minute, "How long a VM may take to shut down gracefully on deletion before it is powered off.")
+	fs.Float64Var(&o.OVirtQPS, "ovirt-qps", 20, "Maximum oVirt API calls per second per OVirtProvider (token bucket).")
+	fs.IntVar(&o.OVirtBurst, "ovirt-burst", 40, "Burst of oVirt API calls per OVirtProvider.")
+	fs.IntVar(&o.OVirtMaxInFlight, "ovirt-max-in-flight", 10, "Maximum concurrent oVirt API calls per OVirtProvider.")
+	fs.DurationVar(&o.OVirtTimeout, "ovirt-timeout", 30*time.Second, "Timeout of each oVirt API call.")
+	fs.IntVar(&o.OVirtAuthFailureThreshold, "ovirt-auth-failure-threshold", 3, "Consecutive oVirt login failures after which logins with that credential are suspended.")
+	fs.DurationVar(&o.OVirtAuthBackoff, "ovirt-auth-backoff", 5*time.Minute, "How long logins stay suspended after --ovirt-auth-failure-threshold failures (protects the account from lockout).")
+	fs.DurationVar(&o.OVirtLookupCacheTTL, "ovirt-lookup-cache-ttl", 2*time.Minute, "How long template, cluster, storage-domain and vNIC-profile lookups are cached; 0 disables.")
+}
+
+// Validate checks the flag values.
+func (o *Options) Validate() error {
+	if err := o.Common.Validate(); err != nil {
+		return err
+	}
+	checks := []struct {
+		ok  bool
+		msg string
+	}{
+		{o.MaxConcurrentReconciles >= 1, "--max-concurrent-reconciles must be at least 1"},
+		{o.SyncPeriod > 0, "--sync-period must be positive"},
+		{o.ProviderCheckInterval > 0, "--provider-check-interval must be positive"},
+		{o.VMPollInterval > 0, "--vm-poll-interval must be positive"},
+		{o.NodePollInterval > 0, "--node-poll-interval must be positive"},
+		{o.ShutdownTimeout >= 0, "--vm-shutdown-timeout must not be negative"},
+		{o.OVirtQPS > 0 && o.OVirtBurst >= 1, "--ovirt-qps must be positive and --ovirt-burst at least 1"},
+		{o.OVirtMaxInFlight >= 1, "--ovirt-max-in-flight must be at least 1"},
+		{o.OVirtTimeout > 0, "--ovirt-timeout must be positive"},
+		{o.OVirtAuthFailureThreshold >= 1, "--ovirt-auth-failure-threshold must be at least 1"},
+		{o.OVirtAuthBackoff >= 0, "--ovirt-auth-backoff must not be negative"},
+		{o.OVirtLookupCacheTTL >= 0, "--ovirt-lookup-cache-ttl must not be negative"},
+		{o.CredentialsNamespace != "", "--credentials-namespace must not be empty"},
+		{!o.LeaderElect || o.LeaseDuration > o.RenewDeadline, "--leader-elect-lease-duration must be longer than --leader-elect-renew-deadline"},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			return fmt.Errorf("%s", c.msg)
+		}
+	}
+	return nil
+}

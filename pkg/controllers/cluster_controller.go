@@ -1,0 +1,101 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
+	"sigs.k8s.io/cluster-api/util/deprecated/v1beta1/paused"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+)
+
+// OVirtClusterReconciler implements product doc §7.2: an OVirtCluster gets the finalizer and
+// status.ready = true; on deletion the finalizer is dropped; a paused Cluster is skipped. The
+// VMs belong to the OVirtMachines, which Cluster API deletes before the OVirtCluster.
+type OVirtClusterReconciler struct {
+	// Client reads and patches OVirtClusters and reads Clusters.
+	Client client.Client
+	// WatchFilterValue limits reconciliation to labelled objects.
+	WatchFilterValue string
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+
+// SetupWithManager registers the reconciler; Cluster pause transitions reconcile the
+// OVirtCluster again.
+func (r *OVirtClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.OVirtCluster{}).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Cluster{},
+			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("OVirtCluster"), mgr.GetClient(), &infrav1.OVirtCluster{})),
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
+		Named("ovirtcluster").
+		Complete(r)
+}
+
+// Reconcile reconciles one OVirtCluster.
+func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	oc := &infrav1.OVirtCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, oc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// The owner Cluster is optional: product doc §7.2 makes an OVirtCluster ready on its own;
+	// with an owner, its pause is honoured.
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, oc.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if cluster != nil {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, oc); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
+	}
+	if oc.DeletionTimestamp.IsZero() {
+		if added, err := finalizers.EnsureFinalizer(ctx, r.Client, oc, infrav1.ClusterFinalizer); err != nil || added {
+			return ctrl.Result{}, err
+		}
+	}
+	helper, err := v1beta1patch.NewHelper(oc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		v1beta1conditions.SetSummary(oc, v1beta1conditions.WithConditions(infrav1.ClusterReadyCondition))
+		syncV1Beta2Ready(oc, oc.Generation)
+		if err := helper.Patch(ctx, oc, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
+			clusterv1beta1.ReadyCondition, infrav1.ClusterReadyCondition,
+		}}, v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
+			reterr = errors.Join(reterr, fmt.Errorf("patching OVirtCluster: %w", err))
+		}
+	}()
+
+	if !oc.DeletionTimestamp.IsZero() {
+		v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1beta1.ConditionSeverityInfo, "deleting")
+		controllerutil.RemoveFinalizer(oc, infrav1.ClusterFinalizer)
+		return ctrl.Result{}, nil
+	}
+	oc.Status.Ready = true
+	v1beta1conditions.MarkTrue(oc, infrav1.ClusterReadyCondition)
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,297 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
+	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
+	"sigs.k8s.io/cluster-api/util/deprecated/v1beta1/paused"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// providerIndex indexes OVirtMachines by spec.provider.
+const providerIndex = "spec.provider"
+
+// ClearFailureAnnotation asks the manager to clear status.failureReason and
+// status.failureMessage. The admission webhook sets it when a user removes those fields with a
+// plain `kubectl patch` (product doc §4.3): the API server drops status changes sent to the main
+// resource, so the request is carried to the manager through this annotation.
+const ClearFailureAnnotation = "capov.infrastructure.cluster.x-k8s.io/clear-failure"
+
+// shutdownStartedAnnotation records when the manager asked the VM to shut down during deletion,
+// so that it can stop the VM hard once Intervals.ShutdownTimeout has passed.
+const shutdownStartedAnnotation = "capov.infrastructure.cluster.x-k8s.io/shutdown-started"
+
+// deleteForMoveAnnotation marks objects that clusterctl move deletes from the source cluster:
+// the VM is not deleted, it moves with the object.
+const deleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+// Intervals are the waits of the OVirtMachine lifecycle.
+type Intervals struct {
+	// VMPoll re-reads a VM while oVirt creates, resizes, starts or stops it.
+	VMPoll time.Duration
+	// NodePoll re-checks the workload cluster for the Node.
+	NodePoll time.Duration
+	// Retry re-tries a step that waits for a change in oVirt (missing template, vNIC profile,
+	// refused request): slow enough not to storm the Engine.
+	Retry time.Duration
+	// NonSystemDiskRetry re-checks a VM whose deletion is blocked by a non-system disk
+	// (product doc §4.4: every minute).
+	NonSystemDiskRetry time.Duration
+	// ShutdownTimeout is how long a graceful shutdown may take before the VM is stopped.
+	ShutdownTimeout time.Duration
+	// VMRefresh is the minimum time between two reads of the VM of a Ready machine: reconciles
+	// triggered by Machine or Node updates in between use the last observation.
+	VMRefresh time.Duration
+}
+
+// DefaultIntervals are the production defaults.
+func DefaultIntervals() Intervals {
+	return Intervals{
+		VMPoll: 10 * time.Second, NodePoll: 15 * time.Second, Retry: time.Minute,
+		NonSystemDiskRetry: time.Minute, ShutdownTimeout: 5 * time.Minute, VMRefresh: 10 * time.Minute,
+	}
+}
+
+// OVirtMachineReconciler drives the VM of each OVirtMachine through the lifecycle of
+// DESIGN.md §5: create from template, disks, NICs, power, Node providerID; and deletion.
+type OVirtMachineReconciler struct {
+	// Client reads cached objects and patches OVirtMachines.
+	Client client.Client
+	// APIReader reads bootstrap data Secrets without caching every Secret of the cluster.
+	APIReader client.Reader
+	// Connector hands out oVirt clients per OVirtProvider.
+	Connector *Connector
+	// ClusterCache reaches workload clusters to set Node providerIDs.
+	ClusterCache clustercache.ClusterCache
+	// Recorder emits events on the OVirtMachine.
+	Recorder events.EventRecorder
+	// Gates are the resolved feature gates.
+	Gates featuregates.Gates
+	// Intervals are the waits of the lifecycle.
+	Intervals Intervals
+	// WatchFilterValue limits reconciliation to labelled objects.
+	WatchFilterValue string
+	// Now returns the time; tests may fix it.
+	Now func() time.Time
+
+	reads readTracker
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
+
+// SetupWithManager registers the reconciler and its watches: Machines (bootstrap data,
+// deletion), Clusters (pause, infrastructure provisioned), OVirtProviders (a provider that is
+// created or becomes ready again) and workload cluster connection changes.
+func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	log := ctrl.LoggerFrom(ctx)
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.OVirtMachine{}, providerIndex, func(o client.Object) []string {
+		return []string{o.(*infrav1.OVirtMachine).Spec.Provider}
+	}); err != nil {
+		return fmt.Errorf("indexing OVirtMachines by provider: %w", err)
+	}
+	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.OVirtMachineList{}, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.OVirtMachine{}).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Machine{},
+			handler.EnqueueRequestsFromMapFunc(util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("OVirtMachine")))).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
+			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
+		Watches(&infrav1.OVirtProvider{}, handler.EnqueueRequestsFromMapFunc(r.providerToMachines),
+			builder.WithPredicates(providerBecameUsable()))
+	if r.ClusterCache != nil {
+		b = b.WatchesRawSource(r.ClusterCache.GetClusterSource("ovirtmachine", clusterToMachines))
+	}
+	return b.Named("ovirtmachine").Complete(r)
+}
+
+// providerBecameUsable passes OVirtProvider creations and updates that make it ready, so that
+// machines waiting for their provider continue at once, without reacting to the periodic
+// connectivity checks.
+func providerBecameUsable() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldP, ok1 := e.ObjectOld.(*infrav1.OVirtProvider)
+			newP, ok2 := e.ObjectNew.(*infrav1.OVirtProvider)
+			return ok1 && ok2 && (!oldP.Status.Ready && newP.Status.Ready || oldP.Generation != newP.Generation)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func (r *OVirtMachineReconciler) providerToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &infrav1.OVirtMachineList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{providerIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing OVirtMachines of an OVirtProvider", "OVirtProvider", klog.KObj(o))
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// machineScope is what one reconcile of an OVirtMachine works on.
+type machineScope struct {
+	log      logr.Logger
+	om       *infrav1.OVirtMachine
+	machine  *clusterv1.Machine
+	cluster  *clusterv1.Cluster
+	provider *infrav1.OVirtProvider
+	ovirt    ovirt.Client
+	vm       *ovirt.VM
+}
+
+// Reconcile runs the preamble of every CAPI reconciler (object, owner Machine, Cluster, pause,
+// finalizer, patch helper) and then the normal or the deletion branch. The status is patched
+// once, in a deferred call, with the conditions derived by updateMachineStatus.
+func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	om := &infrav1.OVirtMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, om); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.reads.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+
+	machine, err := util.GetOwnerMachine(ctx, r.Client, om.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if machine == nil && om.DeletionTimestamp.IsZero() {
+		log.V(2).Info("Waiting for the Machine controller to set the owner reference")
+		return ctrl.Result{}, nil
+	}
+	var cluster *clusterv1.Cluster
+	if machine != nil {
+		log = log.WithValues("Machine", klog.KObj(machine))
+		cluster, err = util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
+		if err != nil && om.DeletionTimestamp.IsZero() {
+			log.Info("Waiting for the Machine's Cluster", "reason", err.Error())
+			return ctrl.Result{}, nil
+		}
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klog.KObj(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, om); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
+	}
+	if om.DeletionTimestamp.IsZero() {
+		if added, err := finalizers.EnsureFinalizer(ctx, r.Client, om, infrav1.MachineFinalizer); err != nil || added {
+			return ctrl.Result{}, err
+		}
+	}
+
+	helper, err := v1beta1patch.NewHelper(om, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &machineScope{log: log, om: om, machine: machine, cluster: cluster}
+	defer func() {
+		updateMachineStatus(s)
+		if err := helper.Patch(ctx, om, v1beta1patch.WithOwnedConditions{Conditions: ownedMachineConditions},
+			v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
+			if !(apierrors.IsNotFound(err) && !om.DeletionTimestamp.IsZero()) {
+				reterr = errors.Join(reterr, fmt.Errorf("patching OVirtMachine: %w", err))
+			}
+		}
+	}()
+
+	if _, ok := om.Annotations[ClearFailureAnnotation]; ok {
+		log.Info("Clearing status.failureReason on request", "failureReason", om.Status.FailureReason)
+		om.Status.FailureReason, om.Status.FailureMessage = nil, nil
+		delete(om.Annotations, ClearFailureAnnotation)
+	}
+
+	if !om.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// readTracker remembers when the VM of each Ready machine was last read from oVirt, so that
+// reconciles triggered by unrelated updates do not cost an Engine call each.
+type readTracker struct {
+	mu    sync.Mutex
+	reads map[types.NamespacedName]time.Time
+}
+
+func (t *readTracker) fresh(key types.NamespacedName, now time.Time, maxAge time.Duration) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last, ok := t.reads[key]
+	if !ok {
+		return 0, false
+	}
+	age := now.Sub(last)
+	if age < 0 || age >= maxAge {
+		return 0, false
+	}
+	return maxAge - age, true
+}
+
+func (t *readTracker) record(key types.NamespacedName, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reads == nil {
+		t.reads = map[types.NamespacedName]time.Time{}
+	}
+	t.reads[key] = now
+}
+
+func (t *readTracker) forget(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.reads, key)
+}
+
+// ownedMachineConditions are the conditions the manager owns on OVirtMachines.
+var ownedMachineConditions = []clusterv1beta1.ConditionType{
+	clusterv1beta1.ReadyCondition,
+	infrav1.CanConnectToOVirtCondition, infrav1.MachineCreatedCondition, infrav1.MachineDiskResizedCondition,
+	infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition, infrav1.K8sProviderIDSetupCondition,
+	infrav1.MachineDeletedCondition,
+}

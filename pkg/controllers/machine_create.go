@@ -1,0 +1,198 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// Bootstrap data formats (the "format" key of a CAPI bootstrap data Secret).
+const (
+	formatCloudConfig = "cloud-config"
+	formatIgnition    = "ignition"
+	// osTypeIgnition is the oVirt OS type for which the Engine builds an ignition config drive.
+	osTypeIgnition = "rhcos_x64"
+)
+
+// ResolveClone decides whether template disks are cloned: the OVirtMachine's diskclone, else
+// the OVirtProvider's, else the disk-clone gate (product doc §6).
+func ResolveClone(machine, provider *bool, gates featuregates.Gates) bool {
+	switch {
+	case machine != nil:
+		return *machine
+	case provider != nil:
+		return *provider
+	default:
+		return gates.DiskClone
+	}
+}
+
+// ResolveStorageDomain returns the storage domain for the disks of a new VM: the
+// OVirtMachine's, else the OVirtProvider's, else "" (the template's).
+func ResolveStorageDomain(machine, provider string) string {
+	if machine != "" {
+		return machine
+	}
+	return provider
+}
+
+// bootstrapData is the payload for oVirt's initialization.custom_script.
+type bootstrapData struct {
+	value  string
+	format string
+}
+
+// bootstrapInvalidError is a bootstrap data Secret that exists but cannot be used.
+type bootstrapInvalidError struct{ msg string }
+
+func (e *bootstrapInvalidError) Error() string { return e.msg }
+
+// readBootstrapData reads the Machine's bootstrap data Secret directly from the API server (it
+// is read once per VM; caching every Secret of the cluster would cost memory for nothing).
+func (r *OVirtMachineReconciler) readBootstrapData(ctx context.Context, s *machineScope) (*bootstrapData, error) {
+	name := ptr.Deref(s.machine.Spec.Bootstrap.DataSecretName, "")
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.machine.Namespace, Name: name}, secret); err != nil {
+		return nil, err
+	}
+	value, ok := secret.Data["value"]
+	if !ok || len(value) == 0 {
+		return nil, &bootstrapInvalidError{fmt.Sprintf("bootstrap data Secret %s/%s has no key \"value\"", secret.Namespace, name)}
+	}
+	format := string(secret.Data["format"])
+	if format == "" {
+		format = formatCloudConfig
+	}
+	if format != formatCloudConfig && format != formatIgnition {
+		return nil, &bootstrapInvalidError{fmt.Sprintf("bootstrap data Secret %s/%s has format %q; CAPOV supports cloud-config and ignition", secret.Namespace, name, format)}
+	}
+	return &bootstrapData{value: string(value), format: format}, nil
+}
+
+// createVM creates the VM of the machine from its template and records its id at once.
+func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om := s.om
+	created := func(reason string, severity clusterv1beta1.ConditionSeverity, format string, args ...any) {
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, reason, severity, format, args...)
+	}
+	if s.machine.Spec.Bootstrap.DataSecretName == nil {
+		created(infrav1.WaitingForBootstrapDataReason, clusterv1beta1.ConditionSeverityInfo, "waiting for the bootstrap provider to create the bootstrap data")
+		// The Machine watch reconciles again once dataSecretName is set.
+		return stop(ctrl.Result{}, nil)
+	}
+	boot, err := r.readBootstrapData(ctx, s)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			created(infrav1.WaitingForBootstrapDataReason, clusterv1beta1.ConditionSeverityInfo, "waiting for bootstrap data Secret %s", *s.machine.Spec.Bootstrap.DataSecretName)
+			return stop(r.waitAfter(), nil)
+		}
+		var invalid *bootstrapInvalidError
+		if errors.As(err, &invalid) {
+			created(infrav1.BootstrapDataInvalidReason, clusterv1beta1.ConditionSeverityWarning, "%v", err)
+			return stop(r.retryLater(), nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("reading bootstrap data: %w", err))
+	}
+
+	tpl, err := s.ovirt.FindTemplate(ctx, om.Spec.Template, om.Spec.OVirtCluster)
+	if err != nil {
+		if errors.Is(err, ovirt.ErrNotFound) {
+			created(infrav1.TemplateNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+				"template %q (spec.template) not found in oVirt cluster %q", om.Spec.Template, om.Spec.OVirtCluster)
+			return stop(r.retryLater(), nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("finding template %q: %w", om.Spec.Template, err))
+	}
+	ocl, err := s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
+	if err != nil {
+		if errors.Is(err, ovirt.ErrNotFound) {
+			created(infrav1.OVirtClusterNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+				"oVirt cluster %q (spec.ovirtcluster) not found", om.Spec.OVirtCluster)
+			return stop(r.retryLater(), nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("finding oVirt cluster %q: %w", om.Spec.OVirtCluster, err))
+	}
+
+	clone := ResolveClone(om.Spec.DiskClone, s.provider.Spec.DiskClone, r.Gates)
+	spec := ovirt.VMSpec{
+		Name: om.Name, ClusterID: ocl.ID, TemplateID: tpl.ID, Clone: clone,
+		Type: ovirt.VMType(om.Spec.VMType), Comment: ownerMarker(om),
+		Description:   fmt.Sprintf("Cluster API machine %s/%s of cluster %s, managed by CAPOV", s.machine.Namespace, s.machine.Name, s.cluster.Name),
+		CustomScript:  boot.value,
+		CorrelationID: "capov-" + string(om.UID),
+	}
+	if boot.format == formatIgnition {
+		// The Engine builds an ignition config drive only for this OS type.
+		spec.OSType = osTypeIgnition
+	} else {
+		spec.HostName = om.Name
+	}
+	if c := om.Spec.CPU; c != nil {
+		spec.Sockets, spec.Cores, spec.Threads = int(c.Sockets), int(c.Cores), int(c.Threads)
+	}
+	if m := om.Spec.Memory; m != nil {
+		spec.MemoryBytes = m.SizeMB << 20
+		spec.GuaranteedMemoryBytes = m.GuaranteedMB << 20
+	}
+	if sdName := ResolveStorageDomain(om.Spec.StorageDomainName, s.provider.Spec.StorageDomainName); sdName != "" {
+		sd, err := s.ovirt.FindStorageDomain(ctx, sdName)
+		if err != nil && !errors.Is(err, ovirt.ErrNotFound) {
+			return stop(ctrl.Result{}, fmt.Errorf("finding storage domain %q: %w", sdName, err))
+		}
+		if sd == nil || !sd.Usable {
+			created(infrav1.StorageDomainNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+				"storage domain %q (spec.storagedomainname or the OVirtProvider's) is not found in oVirt or cannot host disks", sdName)
+			return stop(r.retryLater(), nil)
+		}
+		onTemplateDomain := len(tpl.Disks) > 0
+		for _, d := range tpl.Disks {
+			onTemplateDomain = onTemplateDomain && d.StorageDomainID == sd.ID
+		}
+		switch {
+		case clone:
+			spec.StorageDomainID = sd.ID
+			spec.TemplateDisks = tpl.Disks
+		case !onTemplateDomain:
+			created(infrav1.StorageDomainRequiresCloneReason, clusterv1beta1.ConditionSeverityWarning,
+				"storage domain %q differs from the template's and disks are not cloned: set spec.diskclone: true on the OVirtMachineTemplate, "+
+					"diskclone: true on OVirtProvider %s, or the disk-clone feature gate", sdName, s.provider.Name)
+			return stop(r.retryLater(), nil)
+		}
+	}
+
+	vm, err := s.ovirt.CreateVM(ctx, spec)
+	if err != nil {
+		switch {
+		case errors.Is(err, ovirt.ErrNotFound):
+			created(infrav1.TemplateNotFoundReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
+			return stop(r.retryLater(), nil)
+		case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrConflict):
+			created(infrav1.VMCreateFailedReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "oVirt refused to create the VM: %v", err)
+			return stop(r.retryLater(), nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("creating VM %q: %w", om.Name, err))
+	}
+	// Persist the id now (the deferred patch right after this return): nothing else talks to
+	// oVirt before it, and a crash before it is covered by the name + owner marker lookup.
+	om.Status.VMID = vm.ID
+	om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
+	om.Status.DiskClone = ptr.To(clone)
+	s.vm = vm
+	s.log.Info("Created VM", "vmID", vm.ID, "template", tpl.Name, "clone", clone)
+	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)
+	created(infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
+	return stop(r.waitAfter(), nil)
+}

@@ -1,0 +1,176 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// reconcileDelete powers the VM off (gracefully, then hard after ShutdownTimeout), refuses to
+// remove it while a non-system disk is attached (oVirt deletes every attached disk with the VM,
+// and a CSI volume is user data), removes it and drops the finalizer once oVirt no longer knows
+// it.
+func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	om := s.om
+	if !controllerutil.ContainsFinalizer(om, infrav1.MachineFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if _, moving := om.Annotations[deleteForMoveAnnotation]; moving {
+		// clusterctl move: the object is recreated in the target cluster and the VM goes with it.
+		s.log.Info("Dropping the finalizer without touching the VM: the machine is being moved by clusterctl")
+		controllerutil.RemoveFinalizer(om, infrav1.MachineFinalizer)
+		return ctrl.Result{}, nil
+	}
+	deleted := func(reason string, severity clusterv1beta1.ConditionSeverity, format string, args ...any) {
+		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, reason, severity, format, args...)
+	}
+	id := vmIDOf(om)
+	p := &infrav1.OVirtProvider{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: om.Spec.Provider}, p); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		if id == "" && om.Status.VMID == "" && !v1beta1conditions.Has(om, infrav1.MachineCreatedCondition) {
+			// Never got as far as oVirt.
+			return r.finishDelete(s)
+		}
+		deleted(infrav1.ProviderNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+			"cannot delete VM %s: OVirtProvider %q does not exist; recreate it so that the VM can be removed", id, om.Spec.Provider)
+		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
+	}
+	s.provider = p
+	cl, _, err := r.Connector.Connect(ctx, p)
+	if err != nil {
+		problem := Classify(err)
+		deleted(problem.Reason, clusterv1beta1.ConditionSeverityWarning, "cannot delete VM %s: OVirtProvider %s: %s", id, p.Name, problem.Message)
+		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
+	}
+	s.ovirt = cl
+
+	if id == "" {
+		// The create call may have succeeded right before a crash that lost its result.
+		vms, err := cl.FindVMsByName(ctx, om.Name)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", om.Name, err)
+		}
+		for _, vm := range vms {
+			if ownedBy(vm, om) {
+				id = vm.ID
+				break
+			}
+		}
+		if id == "" {
+			return r.finishDelete(s)
+		}
+	}
+	vm, err := cl.GetVM(ctx, id)
+	if err != nil {
+		if errors.Is(err, ovirt.ErrNotFound) {
+			return r.finishDelete(s)
+		}
+		return ctrl.Result{}, fmt.Errorf("reading VM %s: %w", id, err)
+	}
+	s.vm = vm
+
+	switch vm.Status {
+	case ovirt.VMStatusDown:
+	case ovirt.VMStatusImageLocked:
+		deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "waiting for oVirt to unlock VM %s", vm.ID)
+		return r.waitAfter(), nil
+	default:
+		return r.powerOff(ctx, s)
+	}
+
+	if _, other := systemDisks(om, vm); len(other) > 0 {
+		names := make([]string, 0, len(other))
+		for _, d := range other {
+			names = append(names, d.Alias)
+		}
+		if v1beta1conditions.GetReason(om, infrav1.MachineDeletedCondition) != infrav1.VMHasNonSystemDiskReason {
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDeletionBlocked, "DeleteVM",
+				"VM %s has non-system disks attached (%s); deletion waits until they are detached", vm.ID, strings.Join(names, ", "))
+		}
+		deleted(infrav1.VMHasNonSystemDiskReason, clusterv1beta1.ConditionSeverityWarning, "%s", infrav1.VMHasNonSystemDiskMessage)
+		s.log.Info("Deletion blocked by non-system disks", "vmID", vm.ID, "disks", names)
+		return ctrl.Result{RequeueAfter: r.Intervals.NonSystemDiskRetry}, nil
+	}
+
+	if err := cl.RemoveVM(ctx, vm.ID); err != nil {
+		switch {
+		case errors.Is(err, ovirt.ErrNotFound):
+			return r.finishDelete(s)
+		case errors.Is(err, ovirt.ErrLocked), errors.Is(err, ovirt.ErrConflict):
+			deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is locked by oVirt; retrying", vm.ID)
+			return r.waitAfter(), nil
+		case errors.Is(err, ovirt.ErrInvalid):
+			deleted(infrav1.VMDeleteFailedReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to remove VM %s: %v", vm.ID, err)
+			return r.retryLater(), nil
+		}
+		return ctrl.Result{}, fmt.Errorf("removing VM %s: %w", vm.ID, err)
+	}
+	s.log.Info("Removed VM", "vmID", vm.ID)
+	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMRemoved, "DeleteVM", "Removed VM %s", vm.ID)
+	deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is removing VM %s", vm.ID)
+	// Confirm with a read that it is gone before dropping the finalizer.
+	return r.waitAfter(), nil
+}
+
+// powerOff asks the guest to shut down, and stops the VM once ShutdownTimeout has passed since
+// the first request.
+func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	om, vm := s.om, s.vm
+	now := r.Now()
+	started, err := time.Parse(time.RFC3339, om.Annotations[shutdownStartedAnnotation])
+	requested := err == nil
+	if !requested {
+		started = now
+		if om.Annotations == nil {
+			om.Annotations = map[string]string{}
+		}
+		om.Annotations[shutdownStartedAnnotation] = now.UTC().Format(time.RFC3339)
+	}
+	action, reason := ovirt.PowerShutdown, "shutting down"
+	if now.Sub(started) >= r.Intervals.ShutdownTimeout {
+		action, reason = ovirt.PowerStop, "powering off (graceful shutdown did not finish in time)"
+	} else if requested || vm.Status == ovirt.VMStatusPoweringDown {
+		// Asked once already: give the guest time instead of repeating the request.
+		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
+		return r.waitAfter(), nil
+	}
+	if err := s.ovirt.Power(ctx, vm.ID, action); err != nil && !errors.Is(err, ovirt.ErrNotFound) {
+		if errors.Is(err, ovirt.ErrLocked) || errors.Is(err, ovirt.ErrConflict) || errors.Is(err, ovirt.ErrInvalid) {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo,
+				"VM %s: %s refused (%v); retrying", vm.ID, action, err)
+			return r.waitAfter(), nil
+		}
+		return ctrl.Result{}, fmt.Errorf("%s VM %s: %w", action, vm.ID, err)
+	}
+	ev := eventVMShuttingDown
+	if action == ovirt.PowerStop {
+		ev = eventVMStopped
+	}
+	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, ev, "PowerOff", "VM %s: %s", vm.ID, reason)
+	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
+	return r.waitAfter(), nil
+}
+
+func (r *OVirtMachineReconciler) finishDelete(s *machineScope) (ctrl.Result, error) {
+	v1beta1conditions.MarkTrue(s.om, infrav1.MachineDeletedCondition)
+	s.om.Status.Ready = false
+	controllerutil.RemoveFinalizer(s.om, infrav1.MachineFinalizer)
+	r.reads.forget(client.ObjectKeyFromObject(s.om))
+	return ctrl.Result{}, nil
+}

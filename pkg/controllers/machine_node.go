@@ -1,0 +1,93 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+)
+
+
+// reconcileNode sets spec.providerID on the workload-cluster Node of the VM. There is no oVirt
+// cloud-controller-manager: kubelet registers the Node with an empty providerID and the
+// manager fills it, matching the Node by status.nodeInfo.systemUUID (oVirt puts the VM id in
+// the SMBIOS UUID) or, failing that, by name. Kubernetes lets providerID go only from empty to
+// a value.
+func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om, vm := s.om, s.vm
+	want := infrav1.ProviderIDPrefix + vm.ID
+	if r.ClusterCache == nil {
+		return stop(ctrl.Result{}, errors.New("no workload cluster access configured"))
+	}
+	remote, err := r.ClusterCache.GetClient(ctx, util.ObjectKey(s.cluster))
+	if err != nil {
+		if errors.Is(err, clustercache.ErrClusterNotConnected) {
+			v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WorkloadClusterUnreachableReason, clusterv1beta1.ConditionSeverityInfo,
+				"waiting for the API of workload cluster %s to be reachable", s.cluster.Name)
+			return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("getting workload cluster client: %w", err))
+	}
+	nodes := &corev1.NodeList{}
+	if err := remote.List(ctx, nodes); err != nil {
+		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WorkloadClusterUnreachableReason, clusterv1beta1.ConditionSeverityWarning,
+			"listing Nodes of workload cluster %s: %v", s.cluster.Name, err)
+		return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
+	}
+	node := findNode(nodes.Items, vm.ID, vm.Name, want)
+	if node == nil {
+		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WaitingForNodeReason, clusterv1beta1.ConditionSeverityInfo,
+			"waiting for VM %s to register as a Node of workload cluster %s", vm.Name, s.cluster.Name)
+		return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
+	}
+	switch node.Spec.ProviderID {
+	case want:
+	case "":
+		base := node.DeepCopy()
+		node.Spec.ProviderID = want
+		if err := remote.Patch(ctx, node, client.MergeFrom(base)); err != nil {
+			return stop(ctrl.Result{}, fmt.Errorf("setting providerID of Node %s: %w", node.Name, err))
+		}
+		s.log.Info("Set Node providerID", "node", node.Name, "providerID", want)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventProviderIDSet, "SetProviderID", "Set providerID %s on Node %s", want, node.Name)
+	default:
+		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.ProviderIDMismatchReason, clusterv1beta1.ConditionSeverityWarning,
+			"Node %s has providerID %q, not %q; it cannot be changed: check which VM the Node runs on", node.Name, node.Spec.ProviderID, want)
+		return stop(r.retryLater(), nil)
+	}
+	om.Status.NodeName = node.Name
+	v1beta1conditions.MarkTrue(om, infrav1.K8sProviderIDSetupCondition)
+	return next()
+}
+
+// findNode returns the Node with the providerID already set, else the one whose SMBIOS system
+// UUID is the VM id, else the one named like the VM.
+func findNode(nodes []corev1.Node, vmID, vmName, providerID string) *corev1.Node {
+	var byName *corev1.Node
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Spec.ProviderID == providerID {
+			return n
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if strings.EqualFold(n.Status.NodeInfo.SystemUUID, vmID) {
+			return n
+		}
+		if n.Name == vmName && byName == nil {
+			byName = n
+		}
+	}
+	return byName
+}

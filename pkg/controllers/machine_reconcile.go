@@ -1,0 +1,509 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/diskalias"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// GiB is the unit of osdisksizegb.
+const GiB = int64(1) << 30
+
+// Event reasons of OVirtMachine.
+const (
+	eventVMCreated         = "VMCreated"
+	eventVMAdopted         = "VMAdopted"
+	eventDuplicateVMs      = "DuplicateVMs"
+	eventVMNameTaken       = "VMNameTaken"
+	eventDisksUpdated      = "DisksUpdated"
+	eventNICsUpdated       = "NICsUpdated"
+	eventVMStarted         = "VMStarted"
+	eventProviderIDSet     = "ProviderIDSet"
+	eventConnectionFailed  = "ConnectionFailed"
+	eventVMDeletedOOB      = "VMDeletedOutOfBand"
+	eventVMShuttingDown    = "VMShuttingDown"
+	eventVMStopped         = "VMStopped"
+	eventDeletionBlocked   = "DeletionBlocked"
+	eventVMRemoved         = "VMRemoved"
+	eventCreateFailed      = "VMCreateFailed"
+	eventDiskTooSmall      = "DiskSmallerThanTemplate"
+	eventVnicProfileAbsent = "VnicProfileNotFound"
+)
+
+// phase is one step of the lifecycle. It returns done=false to stop the reconcile with res and
+// err (waiting or failing); the steps after it do not run.
+type phase func(ctx context.Context, s *machineScope) (done bool, res ctrl.Result, err error)
+
+func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	om := s.om
+	if om.Status.FailureReason != nil {
+		// Product doc §5.4: nothing is retried until a human clears the failure.
+		s.log.Info("Not reconciling: status.failureReason is set; fix the cause, then clear it",
+			"failureReason", *om.Status.FailureReason)
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(om)
+	if om.Status.Ready && v1beta1conditions.IsTrue(om, infrav1.K8sProviderIDSetupCondition) {
+		if wait, fresh := r.reads.fresh(key, r.Now(), r.Intervals.VMRefresh); fresh {
+			// Steady state: the VM was read less than VMRefresh ago.
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	phases := []phase{
+		r.waitForClusterInfrastructure,
+		r.connect,
+		r.ensureVM,
+		r.reconcileDisks,
+		r.reconcileNICs,
+		r.reconcilePower,
+		r.reconcileNode,
+	}
+	for _, p := range phases {
+		done, res, err := p(ctx, s)
+		if !done {
+			return res, err
+		}
+	}
+	if !om.Status.Ready {
+		s.log.Info("OVirtMachine is ready", "vmID", om.Status.VMID, "node", om.Status.NodeName)
+	}
+	om.Status.Ready = true
+	r.reads.record(key, r.Now())
+	return ctrl.Result{RequeueAfter: r.Intervals.VMRefresh}, nil
+}
+
+func stop(res ctrl.Result, err error) (bool, ctrl.Result, error) { return false, res, err }
+
+func next() (bool, ctrl.Result, error) { return true, ctrl.Result{}, nil }
+
+func (r *OVirtMachineReconciler) waitAfter() ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.Intervals.VMPoll}
+}
+
+func (r *OVirtMachineReconciler) retryLater() ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.Intervals.Retry}
+}
+
+func (r *OVirtMachineReconciler) waitForClusterInfrastructure(_ context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	if ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		return next()
+	}
+	if s.om.Status.VMID == "" {
+		v1beta1conditions.MarkFalse(s.om, infrav1.MachineCreatedCondition, infrav1.WaitingForClusterInfrastructureReason,
+			clusterv1beta1.ConditionSeverityInfo, "waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
+	}
+	// The Cluster watch reconciles again once it is provisioned.
+	return stop(ctrl.Result{}, nil)
+}
+
+// connect gets the OVirtProvider and an oVirt client for it.
+func (r *OVirtMachineReconciler) connect(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om := s.om
+	p := &infrav1.OVirtProvider{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: om.Spec.Provider}, p); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return stop(ctrl.Result{}, err)
+		}
+		v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, infrav1.ProviderNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+			"OVirtProvider %q named by spec.provider does not exist; create it (kubectl get capovp lists the existing ones)", om.Spec.Provider)
+		// The OVirtProvider watch reconciles again when it is created.
+		return stop(ctrl.Result{}, nil)
+	}
+	s.provider = p
+	cl, _, err := r.Connector.Connect(ctx, p)
+	if err != nil {
+		problem := Classify(err)
+		severity := clusterv1beta1.ConditionSeverityWarning
+		if problem.Critical {
+			severity = clusterv1beta1.ConditionSeverityError
+		}
+		v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, problem.Reason, severity,
+			"OVirtProvider %s: %s", p.Name, problem.Message)
+		if problem.Critical && !om.Status.Ready {
+			// Product doc §4.3: a machine that cannot be created because its provider is
+			// misconfigured stops here until a human fixed the provider and cleared the failure.
+			om.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
+			om.Status.FailureMessage = ptr.To(fmt.Sprintf("OVirtProvider %s: %s (%s)", p.Name, problem.Message, problem.Reason))
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventConnectionFailed, "Connect",
+				"Cannot use OVirtProvider %s (%s): fix it, then clear status.failureReason", p.Name, problem.Reason)
+			return stop(ctrl.Result{}, nil)
+		}
+		s.log.Info("Cannot connect to oVirt; retrying", "OVirtProvider", p.Name, "reason", problem.Reason)
+		return stop(ctrl.Result{RequeueAfter: min(r.Intervals.Retry, r.Intervals.VMPoll*3)}, nil)
+	}
+	v1beta1conditions.MarkTrue(om, infrav1.CanConnectToOVirtCondition)
+	s.ovirt = cl
+	return next()
+}
+
+// vmIDOf returns the VM id recorded in status or, after clusterctl move (which does not
+// restore status), in spec.providerID.
+func vmIDOf(om *infrav1.OVirtMachine) string {
+	if om.Status.VMID != "" {
+		return om.Status.VMID
+	}
+	if om.Spec.ProviderID != nil {
+		return strings.TrimPrefix(*om.Spec.ProviderID, infrav1.ProviderIDPrefix)
+	}
+	return ""
+}
+
+// ownerMarker is written into the VM comment at creation: it proves which OVirtMachine a VM
+// with a given name belongs to, so that a VM created just before a crash is adopted, never
+// duplicated, and a foreign VM with the same name is never taken over.
+func ownerMarker(om *infrav1.OVirtMachine) string {
+	return fmt.Sprintf("capov ovirtmachine=%s/%s uid=%s", om.Namespace, om.Name, om.UID)
+}
+
+func ownedBy(vm ovirt.VM, om *infrav1.OVirtMachine) bool {
+	return strings.Contains(vm.Comment, "uid="+string(om.UID))
+}
+
+// ensureVM finds the VM of the machine (by recorded id, else by name and owner marker) or
+// creates it, and waits until oVirt has unlocked it.
+func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om := s.om
+	if id := vmIDOf(om); id != "" {
+		vm, err := s.ovirt.GetVM(ctx, id)
+		if err != nil {
+			if errors.Is(err, ovirt.ErrNotFound) {
+				return r.vmGone(s, id)
+			}
+			return stop(ctrl.Result{}, fmt.Errorf("reading VM %s: %w", id, err))
+		}
+		return r.recordVM(ctx, s, vm)
+	}
+
+	vms, err := s.ovirt.FindVMsByName(ctx, om.Name)
+	if err != nil {
+		return stop(ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", om.Name, err))
+	}
+	var ours []ovirt.VM
+	for _, vm := range vms {
+		if ownedBy(vm, om) {
+			ours = append(ours, vm)
+		}
+	}
+	switch {
+	case len(ours) > 1:
+		ids := make([]string, 0, len(ours))
+		for _, vm := range ours {
+			ids = append(ids, vm.ID)
+		}
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.DuplicateVMsReason, clusterv1beta1.ConditionSeverityError,
+			"%d VMs named %q carry this OVirtMachine's owner marker (%s); remove all but one in oVirt", len(ours), om.Name, strings.Join(ids, ", "))
+		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDuplicateVMs, "FindVM", "Found %d VMs for this machine: %s", len(ours), strings.Join(ids, ", "))
+		return stop(r.retryLater(), nil)
+	case len(ours) == 1:
+		s.log.Info("Adopting the VM created for this OVirtMachine", "vmID", ours[0].ID)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMAdopted, "FindVM", "Adopted VM %s created earlier for this machine", ours[0].ID)
+		om.Status.VMID = ours[0].ID
+		om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + ours[0].ID)
+		vm, err := s.ovirt.GetVM(ctx, ours[0].ID)
+		if err != nil {
+			return stop(ctrl.Result{}, fmt.Errorf("reading VM %s: %w", ours[0].ID, err))
+		}
+		return r.recordVM(ctx, s, vm)
+	case len(vms) > 0:
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreateFailedReason, clusterv1beta1.ConditionSeverityWarning,
+			"a VM named %q already exists in oVirt (id %s) and was not created for this OVirtMachine; rename or remove it", om.Name, vms[0].ID)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNameTaken, "FindVM", "VM name %q is used by VM %s", om.Name, vms[0].ID)
+		return stop(r.retryLater(), nil)
+	}
+	return r.createVM(ctx, s)
+}
+
+// vmGone handles a recorded VM that oVirt does not know any more.
+func (r *OVirtMachineReconciler) vmGone(s *machineScope, id string) (bool, ctrl.Result, error) {
+	om := s.om
+	msg := fmt.Sprintf("VM %s of this machine no longer exists in oVirt (removed outside Cluster API); delete the Machine so that Cluster API replaces it", id)
+	v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMNotFoundReason, clusterv1beta1.ConditionSeverityError, "%s", msg)
+	om.Status.FailureReason = ptr.To(infrav1.VMDeletedOutOfBandFailure)
+	om.Status.FailureMessage = ptr.To(msg)
+	om.Status.VMState = ""
+	r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMDeletedOOB, "FindVM", "%s", msg)
+	return stop(ctrl.Result{}, nil)
+}
+
+// recordVM stores what the machine needs to know about its VM and waits for image_locked to
+// clear.
+func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm *ovirt.VM) (bool, ctrl.Result, error) {
+	om := s.om
+	s.vm = vm
+	om.Status.VMID = vm.ID
+	if om.Spec.ProviderID == nil {
+		om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
+	}
+	if vm.Status == ovirt.VMStatusImageLocked {
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo,
+			"oVirt is creating the disks of VM %s", vm.ID)
+		return stop(r.waitAfter(), nil)
+	}
+	// The disks present before the first boot are the template's: remember them, so that any
+	// other disk (a CSI volume attached later) blocks deletion instead of being deleted with the
+	// VM. A VM seen running for the first time (status lost, e.g. after clusterctl move) gets
+	// the conservative rule of systemDisks instead.
+	if len(om.Status.SystemDiskIDs) == 0 && vm.Status == ovirt.VMStatusDown && !v1beta1conditions.IsTrue(om, infrav1.MachineOnCondition) {
+		for _, d := range vm.Disks {
+			om.Status.SystemDiskIDs = append(om.Status.SystemDiskIDs, d.ID)
+		}
+	}
+	v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)
+	return next()
+}
+
+// systemDisks returns the VM disks that came from the template: the recorded ones, or, when
+// nothing was recorded, the bootable ones (CSI disks are never bootable).
+func systemDisks(om *infrav1.OVirtMachine, vm *ovirt.VM) (system, other []ovirt.Disk) {
+	for _, d := range vm.Disks {
+		isSystem := d.Bootable
+		if len(om.Status.SystemDiskIDs) > 0 {
+			isSystem = slices.Contains(om.Status.SystemDiskIDs, d.ID)
+		}
+		if isSystem {
+			system = append(system, d)
+		} else {
+			other = append(other, d)
+		}
+	}
+	return system, other
+}
+
+// reconcileDisks grows the OS disk to spec.osdisksizegb and renames the template disks per the
+// disk gates, in one request per disk, then waits for oVirt to unlock them.
+func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om, vm := s.om, s.vm
+	if v1beta1conditions.IsTrue(om, infrav1.MachineDiskResizedCondition) {
+		return next()
+	}
+	disks, _ := systemDisks(om, vm)
+	for _, d := range disks {
+		if d.Status == ovirt.DiskStatusLocked {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
+				"disk %s is locked by oVirt", d.Alias)
+			return stop(r.waitAfter(), nil)
+		}
+	}
+	want := om.Spec.OSDiskSizeGB * GiB
+	var osDisk *ovirt.Disk
+	for i := range disks {
+		if disks[i].Bootable {
+			osDisk = &disks[i]
+			break
+		}
+	}
+	if want > 0 {
+		if osDisk == nil {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.NoOSDiskReason, clusterv1beta1.ConditionSeverityWarning,
+				"spec.osdisksizegb is %d but VM %s has no bootable disk from template %q to resize", om.Spec.OSDiskSizeGB, vm.ID, om.Spec.Template)
+			return stop(ctrl.Result{}, reconcile.TerminalError(errors.New("no OS disk to resize")))
+		}
+		if want < osDisk.ProvisionedSize {
+			tplGiB := (osDisk.ProvisionedSize + GiB - 1) / GiB
+			msg := fmt.Sprintf("spec.osdisksizegb is %d GiB, smaller than the %d GiB disk of template %q: disks cannot shrink; use osdisksizegb >= %d (or omit it) in a new OVirtMachineTemplate",
+				om.Spec.OSDiskSizeGB, tplGiB, om.Spec.Template, tplGiB)
+			if !v1beta1conditions.IsFalse(om, infrav1.MachineDiskResizedCondition) || v1beta1conditions.GetReason(om, infrav1.MachineDiskResizedCondition) != infrav1.DiskSmallerThanTemplateReason {
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDiskTooSmall, "ResizeDisk", "%s", msg)
+			}
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1beta1.ConditionSeverityWarning, "%s", msg)
+			// The spec is immutable: retrying cannot help, so do not (no retry storm).
+			return stop(ctrl.Result{}, reconcile.TerminalError(errors.New(msg)))
+		}
+	}
+
+	var changed []string
+	resizing := false
+	for i, d := range disks {
+		u := ovirt.DiskUpdate{}
+		if alias, rename := diskalias.For(r.Gates, vm.Name, d.Alias, i+1); rename {
+			u.Alias = alias
+		}
+		if osDisk != nil && d.ID == osDisk.ID && want > d.ProvisionedSize {
+			u.ProvisionedSize = want
+			resizing = true
+		}
+		if u == (ovirt.DiskUpdate{}) {
+			continue
+		}
+		if err := s.ovirt.UpdateDisk(ctx, vm.ID, d.ID, u); err != nil {
+			switch {
+			case errors.Is(err, ovirt.ErrLocked):
+				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
+					"disk %s is locked by oVirt", d.Alias)
+				return stop(r.waitAfter(), nil)
+			case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrNotFound):
+				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskUpdateFailedReason, clusterv1beta1.ConditionSeverityWarning,
+					"updating disk %s: %v", d.Alias, err)
+				return stop(r.retryLater(), nil)
+			}
+			return stop(ctrl.Result{}, fmt.Errorf("updating disk %s of VM %s: %w", d.ID, vm.ID, err))
+		}
+		desc := d.Alias
+		if u.Alias != "" {
+			desc += " -> " + u.Alias
+		}
+		if u.ProvisionedSize > 0 {
+			desc += fmt.Sprintf(" (%d GiB)", u.ProvisionedSize/GiB)
+		}
+		changed = append(changed, desc)
+	}
+	if len(changed) > 0 {
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventDisksUpdated, "UpdateDisks", "Updated disks: %s", strings.Join(changed, ", "))
+	}
+	if resizing {
+		// oVirt extends the image asynchronously; the next read shows the disk locked, then ok.
+		v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
+			"extending disk %s to %d GiB", osDisk.Alias, om.Spec.OSDiskSizeGB)
+		return stop(r.waitAfter(), nil)
+	}
+	v1beta1conditions.MarkTrue(om, infrav1.MachineDiskResizedCondition)
+	return next()
+}
+
+// reconcileNICs makes the VM NICs match spec.nics: nic1..nicN on the named vNIC profiles.
+// Without spec.nics the template's NICs are kept.
+func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om, vm := s.om, s.vm
+	if v1beta1conditions.IsTrue(om, infrav1.MachineNetworkSetCondition) || len(om.Spec.NICs) == 0 {
+		v1beta1conditions.MarkTrue(om, infrav1.MachineNetworkSetCondition)
+		return next()
+	}
+	ocl, err := s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
+	if err != nil {
+		if errors.Is(err, ovirt.ErrNotFound) {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.OVirtClusterNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+				"oVirt cluster %q (spec.ovirtcluster) not found", om.Spec.OVirtCluster)
+			return stop(r.retryLater(), nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("finding oVirt cluster %q: %w", om.Spec.OVirtCluster, err))
+	}
+	profiles := make([]*ovirt.VnicProfile, len(om.Spec.NICs))
+	for i, n := range om.Spec.NICs {
+		p, err := s.ovirt.FindVnicProfile(ctx, ocl, n.VnicProfile)
+		if err != nil {
+			if errors.Is(err, ovirt.ErrNotFound) {
+				msg := fmt.Sprintf("vNIC profile %q (spec.nics[%d].vnicprofile) not found on the networks of oVirt cluster %q; create it or fix the name", n.VnicProfile, i, om.Spec.OVirtCluster)
+				if v1beta1conditions.GetReason(om, infrav1.MachineNetworkSetCondition) != infrav1.VnicProfileNotFoundReason {
+					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVnicProfileAbsent, "SetNICs", "%s", msg)
+				}
+				v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.VnicProfileNotFoundReason, clusterv1beta1.ConditionSeverityWarning, "%s", msg)
+				return stop(r.retryLater(), nil)
+			}
+			return stop(ctrl.Result{}, fmt.Errorf("finding vNIC profile %q: %w", n.VnicProfile, err))
+		}
+		profiles[i] = p
+	}
+	current := slices.Clone(vm.NICs)
+	sort.Slice(current, func(i, j int) bool { return current[i].Name < current[j].Name })
+	var changes []string
+	fail := func(err error, what string) (bool, ctrl.Result, error) {
+		if errors.Is(err, ovirt.ErrInvalid) || errors.Is(err, ovirt.ErrNotFound) {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1beta1.ConditionSeverityWarning,
+				"%s: %v", what, err)
+			return stop(r.retryLater(), nil)
+		}
+		if errors.Is(err, ovirt.ErrLocked) {
+			return stop(r.waitAfter(), nil)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("%s: %w", what, err))
+	}
+	for i, p := range profiles {
+		if i < len(current) {
+			if current[i].VnicProfileID == p.ID {
+				continue
+			}
+			if err := s.ovirt.UpdateNIC(ctx, vm.ID, current[i].ID, p.ID); err != nil {
+				return fail(err, fmt.Sprintf("moving NIC %s to vNIC profile %q", current[i].Name, p.Name))
+			}
+			changes = append(changes, fmt.Sprintf("%s -> %s", current[i].Name, p.Name))
+			continue
+		}
+		name := fmt.Sprintf("nic%d", i+1)
+		if _, err := s.ovirt.AddNIC(ctx, vm.ID, name, p.ID); err != nil {
+			return fail(err, fmt.Sprintf("adding NIC %s on vNIC profile %q", name, p.Name))
+		}
+		changes = append(changes, fmt.Sprintf("+%s on %s", name, p.Name))
+	}
+	for _, extra := range current[min(len(profiles), len(current)):] {
+		if err := s.ovirt.RemoveNIC(ctx, vm.ID, extra.ID); err != nil {
+			return fail(err, fmt.Sprintf("removing NIC %s", extra.Name))
+		}
+		changes = append(changes, "-"+extra.Name)
+	}
+	if len(changes) > 0 {
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventNICsUpdated, "SetNICs", "NICs: %s", strings.Join(changes, ", "))
+	}
+	v1beta1conditions.MarkTrue(om, infrav1.MachineNetworkSetCondition)
+	return next()
+}
+
+// reconcilePower starts the VM and waits until it is up, then records its addresses.
+func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om, vm := s.om, s.vm
+	switch vm.Status {
+	case ovirt.VMStatusUp:
+		v1beta1conditions.MarkTrue(om, infrav1.MachineOnCondition)
+		om.Status.Addresses = machineAddresses(vm.Addresses, s.cluster.Spec.ControlPlaneEndpoint.Host)
+		return next()
+	case ovirt.VMStatusDown:
+		if err := s.ovirt.Power(ctx, vm.ID, ovirt.PowerStart); err != nil {
+			switch {
+			case errors.Is(err, ovirt.ErrLocked):
+				return stop(r.waitAfter(), nil)
+			case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrConflict):
+				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason, clusterv1beta1.ConditionSeverityWarning,
+					"starting VM %s: %v", vm.ID, err)
+				return stop(r.retryLater(), nil)
+			}
+			return stop(ctrl.Result{}, fmt.Errorf("starting VM %s: %w", vm.ID, err))
+		}
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMStarted, "PowerOn", "Started VM %s", vm.ID)
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1beta1.ConditionSeverityInfo, "powering up")
+		return stop(r.waitAfter(), nil)
+	case ovirt.VMStatusWaitForLaunch, ovirt.VMStatusPoweringUp, ovirt.VMStatusRebootInProgress:
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1beta1.ConditionSeverityInfo, "powering up")
+		return stop(r.waitAfter(), nil)
+	default:
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMNotRunningReason, clusterv1beta1.ConditionSeverityWarning,
+			"VM %s is %s in oVirt", vm.ID, vm.Status)
+		return stop(r.waitAfter(), nil)
+	}
+}
+
+// machineAddresses turns reported IPs into InternalIP addresses, without loopback, link-local,
+// multicast or unspecified addresses and without the control-plane endpoint (a VIP that
+// moves between control-plane machines).
+func machineAddresses(ips []string, endpointHost string) []clusterv1beta1.MachineAddress {
+	var out []clusterv1beta1.MachineAddress
+	seen := map[string]bool{}
+	for _, raw := range ips {
+		ip := net.ParseIP(strings.TrimSpace(raw))
+		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+			continue
+		}
+		addr := ip.String()
+		if addr == endpointHost || seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		out = append(out, clusterv1beta1.MachineAddress{Type: clusterv1beta1.MachineInternalIP, Address: addr})
+	}
+	return out
+}

@@ -1,0 +1,207 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/credentials"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// credentialsSecretIndex indexes OVirtProviders by spec.credentialsSecretName.
+const credentialsSecretIndex = "spec.credentialsSecretName"
+
+// Event reasons of OVirtProvider.
+const (
+	eventConnected    = "Connected"
+	eventDisconnected = "ConnectionFailed"
+)
+
+// OVirtProviderReconciler checks that each OVirtProvider can reach its Engine and reports it
+// in status.ready and the CanConnectToOVirt condition.
+type OVirtProviderReconciler struct {
+	// Client reads and patches OVirtProviders and credentials Secrets.
+	Client client.Client
+	// Connector resolves credentials and hands out oVirt clients.
+	Connector *Connector
+	// Recorder emits events on connection transitions.
+	Recorder events.EventRecorder
+	// CheckInterval is how often connectivity is checked again.
+	CheckInterval time.Duration
+	// WatchFilterValue limits reconciliation to labelled objects.
+	WatchFilterValue string
+	// Now returns the time; tests may fix it.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler. It indexes providers by Secret name so that a
+// change of the credentials Secret reconciles the providers that use it.
+func (r *OVirtProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.OVirtProvider{}, credentialsSecretIndex, func(o client.Object) []string {
+		p := o.(*infrav1.OVirtProvider)
+		if p.Spec.CredentialsSecretName == "" {
+			return nil
+		}
+		return []string{p.Spec.CredentialsSecretName}
+	}); err != nil {
+		return fmt.Errorf("indexing OVirtProviders by credentials Secret: %w", err)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.OVirtProvider{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToProviders),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.Connector.Namespace }))).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Named("ovirtprovider").
+		Complete(r)
+}
+
+func (r *OVirtProviderReconciler) secretToProviders(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &infrav1.OVirtProviderList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{credentialsSecretIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing OVirtProviders of a credentials Secret", "Secret", klog.KObj(o))
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	}
+	return out
+}
+
+// Reconcile checks the connection of one OVirtProvider.
+func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	p := &infrav1.OVirtProvider{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted: close its connection and forget its limiter and breaker.
+			r.Connector.Factory.Forget(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		r.Connector.Factory.Forget(p.Name)
+		return ctrl.Result{}, nil
+	}
+	helper, err := v1beta1patch.NewHelper(p, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wasReady := p.Status.Ready && v1beta1conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)
+	defer func() {
+		p.Status.ObservedGeneration = p.Generation
+		v1beta1conditions.SetSummary(p, v1beta1conditions.WithConditions(infrav1.CanConnectToOVirtCondition))
+		if err := helper.Patch(ctx, p, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
+			clusterv1beta1.ReadyCondition, infrav1.CanConnectToOVirtCondition,
+		}}); err != nil {
+			reterr = errors.Join(reterr, fmt.Errorf("patching OVirtProvider status: %w", err))
+		}
+	}()
+
+	now := metav1.NewTime(r.Now())
+	p.Status.LastCheckTime = &now
+	cl, resolved, err := r.Connector.Connect(ctx, p)
+	if err == nil {
+		var engine ovirt.EngineInfo
+		if engine, err = cl.Ping(ctx); err == nil {
+			p.Status.EngineVersion = engine.Version
+		}
+	}
+	if err != nil {
+		problem := Classify(err)
+		severity := clusterv1beta1.ConditionSeverityWarning
+		if problem.Critical {
+			severity = clusterv1beta1.ConditionSeverityError
+			p.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
+			p.Status.FailureMessage = ptr.To(problem.Message)
+		} else {
+			p.Status.FailureReason, p.Status.FailureMessage = nil, nil
+		}
+		p.Status.Ready = false
+		v1beta1conditions.MarkFalse(p, infrav1.CanConnectToOVirtCondition, problem.Reason, severity, "%s", problem.Message)
+		if wasReady || !v1beta1conditions.Has(p, clusterv1beta1.ReadyCondition) {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventDisconnected, "Connect", "Cannot connect to oVirt: %s", problem.Message)
+		}
+		log.Info("Cannot connect to oVirt", "reason", problem.Reason, "message", problem.Message)
+		// Keep checking: a network problem heals itself, and a fixed Secret also triggers a
+		// reconcile through the watch.
+		return ctrl.Result{RequeueAfter: r.retryInterval(problem)}, nil
+	}
+
+	p.Status.Ready = true
+	p.Status.FailureReason, p.Status.FailureMessage = nil, nil
+	v1beta1conditions.MarkTrue(p, infrav1.CanConnectToOVirtCondition)
+	if !wasReady {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventConnected, "Connect", "Connected to oVirt Engine %s (credentials from %s)", p.Status.EngineVersion, resolved.Source)
+	}
+	if err := r.ensureSecretOwnerRef(ctx, p, resolved); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
+}
+
+// retryInterval re-checks an unreachable Engine sooner than a misconfigured one.
+func (r *OVirtProviderReconciler) retryInterval(p ConnectionProblem) time.Duration {
+	if p.Critical {
+		return r.CheckInterval
+	}
+	return min(r.CheckInterval, time.Minute)
+}
+
+// ensureSecretOwnerRef makes the OVirtProvider an owner of its credentials Secret, so that
+// clusterctl move (which follows the provider through its move-hierarchy label) carries the
+// Secret along. The Secret is not deleted with the provider: the reference is not a controller
+// reference and blocks nothing.
+func (r *OVirtProviderReconciler) ensureSecretOwnerRef(ctx context.Context, p *infrav1.OVirtProvider, resolved *credentials.Resolved) error {
+	if resolved == nil || resolved.Secret == nil {
+		return nil
+	}
+	s := resolved.Secret
+	for _, ref := range s.OwnerReferences {
+		if ref.UID == p.UID {
+			return nil
+		}
+	}
+	base := s.DeepCopy()
+	s.OwnerReferences = append(s.OwnerReferences, metav1.OwnerReference{
+		APIVersion: infrav1.GroupVersion.String(), Kind: "OVirtProvider", Name: p.Name, UID: p.UID,
+	})
+	if err := r.Client.Patch(ctx, s, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("adding the OVirtProvider as owner of Secret %s: %w", klog.KObj(s), err)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package ovirt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// Client is the oVirt access reconcilers use. Every method takes the context
+// first, honours its cancellation and is bounded in time even when the
+// context has no deadline. Errors are *Error values (or *BreakerOpenError)
+// matched with errors.Is against the sentinels of this package.
+type Client interface {
+	// Ping checks connectivity and credentials (GET /api).
+	Ping(ctx context.Context) (EngineInfo, error)
+
+	// FindCluster returns the cluster with exactly this name, with its
+	// network ids. ErrNotFound if there is none.
+	FindCluster(ctx context.Context, name string) (*Cluster, error)
+
+	// FindTemplate returns the template with exactly this name and status ok,
+	// optionally restricted to the oVirt cluster named clusterName ("" for any);
+	// among several versions the highest version_number wins. Disks included.
+	FindTemplate(ctx context.Context, name, clusterName string) (*Template, error)
+
+	// FindStorageDomain returns the storage domain with exactly this name.
+	FindStorageDomain(ctx context.Context, name string) (*StorageDomain, error)
+
+	// FindVnicProfile returns the vNIC profile with this name whose network
+	// is one of the cluster's networks.
+	FindVnicProfile(ctx context.Context, cluster *Cluster, name string) (*VnicProfile, error)
+
+	// GetVM returns the VM with its disks, NICs and reported addresses, in
+	// one engine call. ErrNotFound if it does not exist.
+	GetVM(ctx context.Context, id string) (*VM, error)
+
+	// FindVMsByName returns the VMs named exactly name (normally zero or
+	// one), without disks, NICs or addresses.
+	FindVMsByName(ctx context.Context, name string) ([]VM, error)
+
+	// CreateVM creates a VM from a template and returns it as the engine
+	// reported it (usually image_locked).
+	CreateVM(ctx context.Context, spec VMSpec) (*VM, error)
+
+	// UpdateDisk grows and/or renames a VM's disk in one call. The engine
+	// refuses a shrink with ErrInvalid; callers check sizes first.
+	UpdateDisk(ctx context.Context, vmID, diskID string, u DiskUpdate) error
+
+	// DetachDisk detaches a disk from a VM without deleting it.
+	DetachDisk(ctx context.Context, vmID, diskID string) error
+
+	// AddNIC adds a virtio NIC on the vNIC profile.
+	AddNIC(ctx context.Context, vmID, name, vnicProfileID string) (*NIC, error)
+
+	// UpdateNIC moves a NIC to another vNIC profile.
+	UpdateNIC(ctx context.Context, vmID, nicID, vnicProfileID string) error
+
+	// RemoveNIC removes a NIC.
+	RemoveNIC(ctx context.Context, vmID, nicID string) error
+
+	// Power starts, shuts down or stops a VM. It returns once the engine
+	// accepted the action; callers poll GetVM for the resulting status.
+	Power(ctx context.Context, vmID string, action PowerAction) error
+
+	// RemoveVM deletes the VM and every disk still attached to it.
+	RemoveVM(ctx context.Context, vmID string) error
+}
+
+// TLS selects how the engine's certificate is verified. With neither field
+// set the system CA pool is used.
+type TLS struct {
+	// Insecure skips certificate verification (development only). It wins
+	// over CAPEM.
+	Insecure bool
+	// CAPEM is a PEM bundle of CA certificates trusted for this engine, and
+	// the only ones: it gets its own pool and is never added to the system
+	// pool.
+	CAPEM []byte
+}
+
+// Credentials are the engine account used for SSO.
+type Credentials struct {
+	Username string
+	Password string
+}
+
+// Config is what the Factory needs to reach one OVirtProvider's engine. It
+// holds no Kubernetes types: the manager resolves the Secret beforehand.
+type Config struct {
+	// Provider is the OVirtProvider name: the cache key, the metrics label
+	// and the rate limiter key.
+	Provider string
+	// URL is the API entry point, e.g. https://engine.example.com/ovirt-engine/api.
+	URL         string
+	Credentials Credentials
+	TLS         TLS
+}
+
+// Fingerprint identifies the connection settings (URL, username, password,
+// TLS) without revealing the password: a change of any of them means a new
+// connection. It is safe to log.
+func (c Config) Fingerprint() string {
+	h := sha256.New()
+	insecure := "0"
+	if c.TLS.Insecure {
+		insecure = "1"
+	}
+	// Length-prefix every field so that no two configs share a fingerprint by
+	// shifting bytes between adjacent fields.
+	for _, part := range []string{c.URL, c.Credentials.Username, c.Credentials.Password, insecure, string(c.TLS.CAPEM)} {
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(part))))
+		h.Write([]byte(part))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Factory hands out Clients, one shared connection per provider. It is
+// injected into reconcilers so tests can substitute a fake.
+type Factory interface {
+	// ForProvider returns a connected Client for the provider, reusing the
+	// cached connection when cfg is unchanged. A changed URL, credential or
+	// TLS setting for the same Provider closes and replaces the old
+	// connection. The error tells whether the engine is reachable and the
+	// credentials work (ErrUnreachable, ErrTLS, ErrAuth, *BreakerOpenError).
+	ForProvider(ctx context.Context, cfg Config) (Client, error)
+	// Forget closes the provider's connection and drops its state (the
+	// OVirtProvider was deleted).
+	Forget(provider string)
+	// Close closes every connection; the Factory must not be used afterwards.
+	Close()
+}

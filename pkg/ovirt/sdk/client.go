@@ -1,0 +1,617 @@
+package sdk
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	ovirtsdk "github.com/ovirt/go-ovirt"
+
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// client is the ovirt.Client of one session. It is a thin handle: reconcilers
+// may keep it for one reconcile; a settings change closes it (ErrClosed).
+type client struct {
+	s *session
+}
+
+var _ ovirt.Client = (*client)(nil)
+
+// Follow expressions: one GET returns the VM with what the lifecycle needs.
+const (
+	vmFollow       = "disk_attachments.disk,nics.reported_devices"
+	templateFollow = "disk_attachments.disk"
+	clusterFollow  = "networks"
+)
+
+// searchValue quotes a name for the engine's search language. Quotes cannot
+// be escaped there, so names containing one are refused; '*' (a wildcard)
+// only widens the search and the exact-name post-filter removes the extras.
+func searchValue(op, what, name string) (string, error) {
+	if name == "" {
+		return "", invalid(op, "%s name is empty", what)
+	}
+	if strings.ContainsAny(name, "\"\n") {
+		return "", invalid(op, "%s name %q contains a character the engine's search cannot express", what, name)
+	}
+	return `"` + name + `"`, nil
+}
+
+// Ping implements ovirt.Client.
+func (c *client) Ping(ctx context.Context) (ovirt.EngineInfo, error) {
+	return invoke(ctx, c.s, "Ping", func(conn *ovirtsdk.Connection) (ovirt.EngineInfo, error) {
+		resp, err := conn.SystemService().Get().Send()
+		if err != nil {
+			return ovirt.EngineInfo{}, err
+		}
+		var info ovirt.EngineInfo
+		api, ok := resp.Api()
+		if !ok {
+			return info, nil
+		}
+		if pi, ok := api.ProductInfo(); ok {
+			info.ProductName, _ = pi.Name()
+			if v, ok := pi.Version(); ok {
+				info.Version, _ = v.FullVersion()
+				if info.Version == "" {
+					major, _ := v.Major()
+					minor, _ := v.Minor()
+					info.Version = fmt.Sprintf("%d.%d", major, minor)
+				}
+			}
+		}
+		return info, nil
+	})
+}
+
+// FindCluster implements ovirt.Client.
+func (c *client) FindCluster(ctx context.Context, name string) (*ovirt.Cluster, error) {
+	const op = "FindCluster"
+	q, err := searchValue(op, "cluster", name)
+	if err != nil {
+		return nil, err
+	}
+	return cachedLookup(c.s.cache, "cluster\x00"+name, cloneCluster, func() (*ovirt.Cluster, error) {
+		cl, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.Cluster, error) {
+			resp, err := conn.SystemService().ClustersService().List().
+				Search("name=" + q).CaseSensitive(true).Follow(clusterFollow).Send()
+			if err != nil {
+				return nil, err
+			}
+			if list, ok := resp.Clusters(); ok {
+				for _, cl := range list.Slice() {
+					if n, _ := cl.Name(); n == name {
+						return toCluster(cl), nil
+					}
+				}
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if cl == nil {
+			return nil, notFound(op, "no cluster named %q", name)
+		}
+		if len(cl.NetworkIDs) == 0 {
+			// The engine did not follow the networks link (or the cluster
+			// really has none, which a second call confirms cheaply).
+			ids, err := invoke(ctx, c.s, "ListClusterNetworks", func(conn *ovirtsdk.Connection) ([]string, error) {
+				resp, err := conn.SystemService().ClustersService().ClusterService(cl.ID).NetworksService().List().Send()
+				if err != nil {
+					return nil, err
+				}
+				if nets, ok := resp.Networks(); ok {
+					return networkIDs(nets), nil
+				}
+				return nil, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			cl.NetworkIDs = ids
+		}
+		return cl, nil
+	})
+}
+
+// FindTemplate implements ovirt.Client.
+func (c *client) FindTemplate(ctx context.Context, name, clusterName string) (*ovirt.Template, error) {
+	const op = "FindTemplate"
+	q, err := searchValue(op, "template", name)
+	if err != nil {
+		return nil, err
+	}
+	search := "name=" + q
+	if clusterName != "" {
+		cq, err := searchValue(op, "cluster", clusterName)
+		if err != nil {
+			return nil, err
+		}
+		search += " and cluster=" + cq
+	}
+	return cachedLookup(c.s.cache, "template\x00"+name+"\x00"+clusterName, cloneTemplate, func() (*ovirt.Template, error) {
+		type found struct {
+			tpl    *ovirt.Template
+			locked bool
+		}
+		res, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (found, error) {
+			resp, err := conn.SystemService().TemplatesService().List().
+				Search(search).CaseSensitive(true).Follow(templateFollow).Send()
+			if err != nil {
+				return found{}, err
+			}
+			list, ok := resp.Templates()
+			if !ok {
+				return found{}, nil
+			}
+			// Several versions can share a name: take the highest usable one.
+			var best *ovirtsdk.Template
+			var locked bool
+			for _, t := range list.Slice() {
+				if n, _ := t.Name(); n != name {
+					continue
+				}
+				switch status, _ := t.Status(); status {
+				case ovirtsdk.TEMPLATESTATUS_OK:
+					if best == nil || templateVersion(t) > templateVersion(best) {
+						best = t
+					}
+				case ovirtsdk.TEMPLATESTATUS_LOCKED:
+					locked = true
+				}
+			}
+			if best == nil {
+				return found{locked: locked}, nil
+			}
+			return found{tpl: toTemplate(best)}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if res.tpl == nil {
+			if res.locked {
+				return nil, &ovirt.Error{Op: op, Detail: fmt.Sprintf("template %q is locked", name), Kinds: []error{ovirt.ErrLocked}}
+			}
+			where := ""
+			if clusterName != "" {
+				where = fmt.Sprintf(" in cluster %q", clusterName)
+			}
+			return nil, notFound(op, "no template named %q with status ok%s", name, where)
+		}
+		tpl := res.tpl
+		if len(tpl.Disks) == 0 || tpl.Disks[0].Alias == "" {
+			// The engine did not follow disk_attachments.disk: ask for them.
+			disks, err := invoke(ctx, c.s, "ListTemplateDisks", func(conn *ovirtsdk.Connection) ([]ovirt.Disk, error) {
+				resp, err := conn.SystemService().TemplatesService().TemplateService(tpl.ID).
+					DiskAttachmentsService().List().Follow("disk").Send()
+				if err != nil {
+					return nil, err
+				}
+				if atts, ok := resp.Attachments(); ok {
+					return toDisks(atts), nil
+				}
+				return nil, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			tpl.Disks = disks
+		}
+		return tpl, nil
+	})
+}
+
+// FindStorageDomain implements ovirt.Client.
+func (c *client) FindStorageDomain(ctx context.Context, name string) (*ovirt.StorageDomain, error) {
+	const op = "FindStorageDomain"
+	q, err := searchValue(op, "storage domain", name)
+	if err != nil {
+		return nil, err
+	}
+	return cachedLookup(c.s.cache, "storagedomain\x00"+name, cloneStorageDomain, func() (*ovirt.StorageDomain, error) {
+		sd, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.StorageDomain, error) {
+			resp, err := conn.SystemService().StorageDomainsService().List().
+				Search("name=" + q).CaseSensitive(true).Send()
+			if err != nil {
+				return nil, err
+			}
+			if list, ok := resp.StorageDomains(); ok {
+				for _, sd := range list.Slice() {
+					if n, _ := sd.Name(); n == name {
+						return toStorageDomain(sd), nil
+					}
+				}
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if sd == nil {
+			return nil, notFound(op, "no storage domain named %q", name)
+		}
+		return sd, nil
+	})
+}
+
+// FindVnicProfile implements ovirt.Client. Profiles cannot be searched and
+// their names repeat across data centers (every network gets a profile named
+// after it), so the list is filtered by name and by the cluster's networks.
+func (c *client) FindVnicProfile(ctx context.Context, cluster *ovirt.Cluster, name string) (*ovirt.VnicProfile, error) {
+	const op = "FindVnicProfile"
+	if cluster == nil || cluster.ID == "" {
+		return nil, invalid(op, "cluster is required")
+	}
+	if name == "" {
+		return nil, invalid(op, "vNIC profile name is empty")
+	}
+	return cachedLookup(c.s.cache, "vnicprofile\x00"+cluster.ID+"\x00"+name, cloneVnicProfile, func() (*ovirt.VnicProfile, error) {
+		profiles, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]*ovirt.VnicProfile, error) {
+			resp, err := conn.SystemService().VnicProfilesService().List().Send()
+			if err != nil {
+				return nil, err
+			}
+			var out []*ovirt.VnicProfile
+			if list, ok := resp.Profiles(); ok {
+				for _, p := range list.Slice() {
+					if n, _ := p.Name(); n == name {
+						out = append(out, toVnicProfile(p))
+					}
+				}
+			}
+			return out, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		var matches []*ovirt.VnicProfile
+		for _, p := range profiles {
+			if slices.Contains(cluster.NetworkIDs, p.NetworkID) {
+				matches = append(matches, p)
+			}
+		}
+		if len(matches) == 0 {
+			return nil, notFound(op, "no vNIC profile named %q on the networks of cluster %q", name, cluster.Name)
+		}
+		// Deterministic when two networks of the cluster have a profile of
+		// that name.
+		return slices.MinFunc(matches, func(a, b *ovirt.VnicProfile) int { return cmp.Compare(a.ID, b.ID) }), nil
+	})
+}
+
+// GetVM implements ovirt.Client. all_content is not requested: it would
+// return the initialization's custom script (a secret) for nothing.
+func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
+	const op = "GetVM"
+	if id == "" {
+		return nil, invalid(op, "VM id is empty")
+	}
+	return invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
+		resp, err := conn.SystemService().VmsService().VmService(id).Get().Follow(vmFollow).Send()
+		if err != nil {
+			return nil, err
+		}
+		vm, ok := resp.Vm()
+		if !ok {
+			return nil, fmt.Errorf("engine answered without a VM")
+		}
+		return toVM(vm), nil
+	})
+}
+
+// FindVMsByName implements ovirt.Client.
+func (c *client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, error) {
+	const op = "FindVMsByName"
+	q, err := searchValue(op, "VM", name)
+	if err != nil {
+		return nil, err
+	}
+	return invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]ovirt.VM, error) {
+		resp, err := conn.SystemService().VmsService().List().Search("name=" + q).CaseSensitive(true).Send()
+		if err != nil {
+			return nil, err
+		}
+		var out []ovirt.VM
+		if list, ok := resp.Vms(); ok {
+			for _, v := range list.Slice() {
+				if n, _ := v.Name(); n == name {
+					out = append(out, *toVM(v))
+				}
+			}
+		}
+		return out, nil
+	})
+}
+
+// CreateVM implements ovirt.Client.
+func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error) {
+	const op = "CreateVM"
+	vm, err := buildVM(op, spec)
+	if err != nil {
+		return nil, err
+	}
+	created, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
+		req := conn.SystemService().VmsService().Add().Vm(vm).Clone(spec.Clone)
+		if spec.CorrelationID != "" {
+			req.Query("correlation_id", spec.CorrelationID)
+		}
+		resp, err := req.Send()
+		if err != nil {
+			return nil, err
+		}
+		v, ok := resp.Vm()
+		if !ok {
+			return nil, fmt.Errorf("engine answered without the created VM")
+		}
+		return toVM(v), nil
+	})
+	c.dropLookupsIfNotFound(err)
+	return created, err
+}
+
+// buildVM translates a VMSpec into the engine's VM; unset fields are left
+// out so the engine inherits them from the template.
+func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
+	switch {
+	case spec.Name == "":
+		return nil, invalid(op, "VM name is empty")
+	case spec.ClusterID == "":
+		return nil, invalid(op, "cluster id is empty")
+	case spec.TemplateID == "":
+		return nil, invalid(op, "template id is empty")
+	case spec.Sockets < 0 || spec.Cores < 0 || spec.Threads < 0 || spec.MemoryBytes < 0 || spec.GuaranteedMemoryBytes < 0:
+		return nil, invalid(op, "CPU and memory values must not be negative")
+	case spec.MemoryBytes > 0 && spec.GuaranteedMemoryBytes > spec.MemoryBytes:
+		// The engine refuses it too ("Physical Memory Guaranteed cannot
+		// exceed Memory Size"); saying so here saves a call.
+		return nil, invalid(op, "guaranteed memory %d exceeds memory %d", spec.GuaranteedMemoryBytes, spec.MemoryBytes)
+	case spec.Clone && spec.StorageDomainID != "" && len(spec.TemplateDisks) == 0:
+		return nil, invalid(op, "a storage domain override needs the template's disks")
+	}
+
+	b := ovirtsdk.NewVmBuilder().
+		Name(spec.Name).
+		ClusterBuilder(ovirtsdk.NewClusterBuilder().Id(spec.ClusterID)).
+		TemplateBuilder(ovirtsdk.NewTemplateBuilder().Id(spec.TemplateID))
+	if spec.Comment != "" {
+		b.Comment(spec.Comment)
+	}
+	if spec.Description != "" {
+		b.Description(spec.Description)
+	}
+	if spec.Type != "" {
+		b.Type(ovirtsdk.VmType(spec.Type))
+	}
+	if spec.Sockets > 0 || spec.Cores > 0 || spec.Threads > 0 {
+		// The engine maps each topology field only when it is present, so
+		// the others keep the template's values.
+		tb := ovirtsdk.NewCpuTopologyBuilder()
+		if spec.Sockets > 0 {
+			tb.Sockets(int64(spec.Sockets))
+		}
+		if spec.Cores > 0 {
+			tb.Cores(int64(spec.Cores))
+		}
+		if spec.Threads > 0 {
+			tb.Threads(int64(spec.Threads))
+		}
+		b.CpuBuilder(ovirtsdk.NewCpuBuilder().TopologyBuilder(tb))
+	}
+	if spec.MemoryBytes > 0 || spec.GuaranteedMemoryBytes > 0 {
+		mp := ovirtsdk.NewMemoryPolicyBuilder()
+		if spec.MemoryBytes > 0 {
+			b.Memory(spec.MemoryBytes)
+			// The hot-plug ceiling would otherwise stay the template's,
+			// which may be below the new memory size.
+			mp.Max(spec.MemoryBytes)
+		}
+		if spec.GuaranteedMemoryBytes > 0 {
+			mp.Guaranteed(spec.GuaranteedMemoryBytes)
+		}
+		b.MemoryPolicyBuilder(mp)
+	}
+	if spec.CustomScript != "" || spec.HostName != "" {
+		ib := ovirtsdk.NewInitializationBuilder()
+		if spec.CustomScript != "" {
+			ib.CustomScript(spec.CustomScript)
+		}
+		if spec.HostName != "" {
+			ib.HostName(spec.HostName)
+		}
+		b.InitializationBuilder(ib)
+	}
+	if spec.OSType != "" {
+		b.OsBuilder(ovirtsdk.NewOperatingSystemBuilder().Type(spec.OSType))
+	}
+	// Thin (non-cloned) disks are overlays on the template's images and must
+	// stay in its storage domain, hence the override only with Clone.
+	if spec.Clone && spec.StorageDomainID != "" {
+		for _, td := range spec.TemplateDisks {
+			if td.ID == "" {
+				return nil, invalid(op, "template disk without id")
+			}
+			format := ovirtsdk.DISKFORMAT_COW
+			if td.Format == string(ovirtsdk.DISKFORMAT_RAW) {
+				format = ovirtsdk.DISKFORMAT_RAW
+			}
+			sd, err := ovirtsdk.NewStorageDomainBuilder().Id(spec.StorageDomainID).Build()
+			if err != nil {
+				return nil, invalid(op, "storage domain: %v", err)
+			}
+			// raw+sparse is refused on block storage; raw is preallocated.
+			disk := ovirtsdk.NewDiskBuilder().Id(td.ID).Format(format).
+				Sparse(format == ovirtsdk.DISKFORMAT_COW).StorageDomainsOfAny(sd)
+			att, err := ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(disk).Build()
+			if err != nil {
+				return nil, invalid(op, "disk attachment: %v", err)
+			}
+			b.DiskAttachmentsOfAny(att)
+		}
+	}
+	vm, err := b.Build()
+	if err != nil {
+		return nil, invalid(op, "building the VM: %v", err)
+	}
+	return vm, nil
+}
+
+// UpdateDisk implements ovirt.Client. It uses the disk attachment PUT,
+// which every supported engine accepts for size and alias alike.
+func (c *client) UpdateDisk(ctx context.Context, vmID, diskID string, u ovirt.DiskUpdate) error {
+	const op = "UpdateDisk"
+	switch {
+	case vmID == "" || diskID == "":
+		return invalid(op, "VM id and disk id are required")
+	case u.ProvisionedSize < 0:
+		return invalid(op, "negative disk size %d", u.ProvisionedSize)
+	case u.ProvisionedSize == 0 && u.Alias == "":
+		return nil
+	}
+	db := ovirtsdk.NewDiskBuilder()
+	if u.ProvisionedSize > 0 {
+		db.ProvisionedSize(u.ProvisionedSize)
+	}
+	if u.Alias != "" {
+		db.Alias(u.Alias)
+	}
+	att, err := ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(db).Build()
+	if err != nil {
+		return invalid(op, "building the disk attachment: %v", err)
+	}
+	_, err = invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).DiskAttachmentsService().
+			AttachmentService(diskID).Update().DiskAttachment(att).Send()
+		return struct{}{}, err
+	})
+	return err
+}
+
+// DetachDisk implements ovirt.Client. detach_only keeps the disk: this is
+// how CSI volumes are saved before a VM is removed.
+func (c *client) DetachDisk(ctx context.Context, vmID, diskID string) error {
+	const op = "DetachDisk"
+	if vmID == "" || diskID == "" {
+		return invalid(op, "VM id and disk id are required")
+	}
+	_, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).DiskAttachmentsService().
+			AttachmentService(diskID).Remove().DetachOnly(true).Send()
+		return struct{}{}, err
+	})
+	return err
+}
+
+// AddNIC implements ovirt.Client.
+func (c *client) AddNIC(ctx context.Context, vmID, name, vnicProfileID string) (*ovirt.NIC, error) {
+	const op = "AddNIC"
+	if vmID == "" || name == "" || vnicProfileID == "" {
+		return nil, invalid(op, "VM id, NIC name and vNIC profile id are required")
+	}
+	nic, err := ovirtsdk.NewNicBuilder().Name(name).Interface(ovirtsdk.NICINTERFACE_VIRTIO).
+		VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id(vnicProfileID)).Build()
+	if err != nil {
+		return nil, invalid(op, "building the NIC: %v", err)
+	}
+	added, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.NIC, error) {
+		resp, err := conn.SystemService().VmsService().VmService(vmID).NicsService().Add().Nic(nic).Send()
+		if err != nil {
+			return nil, err
+		}
+		n, ok := resp.Nic()
+		if !ok {
+			return nil, fmt.Errorf("engine answered without the created NIC")
+		}
+		out := toNIC(n)
+		return &out, nil
+	})
+	c.dropLookupsIfNotFound(err)
+	return added, err
+}
+
+// UpdateNIC implements ovirt.Client.
+func (c *client) UpdateNIC(ctx context.Context, vmID, nicID, vnicProfileID string) error {
+	const op = "UpdateNIC"
+	if vmID == "" || nicID == "" || vnicProfileID == "" {
+		return invalid(op, "VM id, NIC id and vNIC profile id are required")
+	}
+	nic, err := ovirtsdk.NewNicBuilder().VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id(vnicProfileID)).Build()
+	if err != nil {
+		return invalid(op, "building the NIC: %v", err)
+	}
+	_, err = invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).NicsService().NicService(nicID).Update().Nic(nic).Send()
+		return struct{}{}, err
+	})
+	c.dropLookupsIfNotFound(err)
+	return err
+}
+
+// RemoveNIC implements ovirt.Client.
+func (c *client) RemoveNIC(ctx context.Context, vmID, nicID string) error {
+	const op = "RemoveNIC"
+	if vmID == "" || nicID == "" {
+		return invalid(op, "VM id and NIC id are required")
+	}
+	_, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).NicsService().NicService(nicID).Remove().Send()
+		return struct{}{}, err
+	})
+	return err
+}
+
+// Power implements ovirt.Client.
+func (c *client) Power(ctx context.Context, vmID string, action ovirt.PowerAction) error {
+	var op string
+	var send func(*ovirtsdk.VmService) error
+	switch action {
+	case ovirt.PowerStart:
+		op = "StartVM"
+		send = func(s *ovirtsdk.VmService) error { _, err := s.Start().Send(); return err }
+	case ovirt.PowerShutdown:
+		op = "ShutdownVM"
+		send = func(s *ovirtsdk.VmService) error { _, err := s.Shutdown().Send(); return err }
+	case ovirt.PowerStop:
+		op = "StopVM"
+		send = func(s *ovirtsdk.VmService) error { _, err := s.Stop().Send(); return err }
+	default:
+		return invalid("Power", "unknown power action %q", action)
+	}
+	if vmID == "" {
+		return invalid(op, "VM id is empty")
+	}
+	_, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		return struct{}{}, send(conn.SystemService().VmsService().VmService(vmID))
+	})
+	return err
+}
+
+// RemoveVM implements ovirt.Client. Not detach_only: that would orphan the
+// OS disk. Callers detach the disks they want to keep first.
+func (c *client) RemoveVM(ctx context.Context, vmID string) error {
+	const op = "RemoveVM"
+	if vmID == "" {
+		return invalid(op, "VM id is empty")
+	}
+	_, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).Remove().Send()
+		return struct{}{}, err
+	})
+	return err
+}
+
+// dropLookupsIfNotFound empties the lookup cache when the engine did not
+// know an id that probably came from it (cluster, template, storage domain
+// or vNIC profile deleted or recreated): the next lookup asks the engine.
+// The engine reports unknown referenced ids as 404 ("Entity not found") or,
+// for some, as a 400 ("The specified vNIC profile doesn't exist."), so any
+// ErrNotFound or ErrInvalid counts; a needless refresh costs four GETs.
+func (c *client) dropLookupsIfNotFound(err error) {
+	if err != nil && (errors.Is(err, ovirt.ErrNotFound) || errors.Is(err, ovirt.ErrInvalid)) {
+		c.s.cache.clear()
+	}
+}

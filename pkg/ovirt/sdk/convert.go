@@ -1,0 +1,221 @@
+package sdk
+
+import (
+	"slices"
+
+	ovirtsdk "github.com/ovirt/go-ovirt"
+
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// The converters read engine objects with the (value, ok) getters only: the
+// Must* getters panic on any field the engine left out, which happens for
+// partial objects, down VMs and links that were not followed.
+
+func idOf[T interface{ Id() (string, bool) }](obj T, ok bool) string {
+	if !ok {
+		return ""
+	}
+	id, _ := obj.Id()
+	return id
+}
+
+func toCluster(c *ovirtsdk.Cluster) *ovirt.Cluster {
+	out := &ovirt.Cluster{}
+	out.ID, _ = c.Id()
+	out.Name, _ = c.Name()
+	dc, ok := c.DataCenter()
+	out.DataCenterID = idOf(dc, ok)
+	if nets, ok := c.Networks(); ok {
+		out.NetworkIDs = networkIDs(nets)
+	}
+	return out
+}
+
+func networkIDs(nets *ovirtsdk.NetworkSlice) []string {
+	var ids []string
+	for _, n := range nets.Slice() {
+		if id, ok := n.Id(); ok && id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func toStorageDomain(sd *ovirtsdk.StorageDomain) *ovirt.StorageDomain {
+	out := &ovirt.StorageDomain{}
+	out.ID, _ = sd.Id()
+	out.Name, _ = sd.Name()
+	out.Available, _ = sd.Available()
+	status, _ := sd.Status()
+	out.Status = string(status)
+	typ, _ := sd.Type()
+	external, _ := sd.ExternalStatus()
+	// The top-level collection reports no status for domains attached to a
+	// data center (only the data center's sub-collection does), so an empty
+	// status counts as attached and usable.
+	out.Usable = typ == ovirtsdk.STORAGEDOMAINTYPE_DATA &&
+		(status == "" || status == ovirtsdk.STORAGEDOMAINSTATUS_ACTIVE) &&
+		external != ovirtsdk.EXTERNALSTATUS_ERROR && external != ovirtsdk.EXTERNALSTATUS_FAILURE
+	return out
+}
+
+func toVnicProfile(p *ovirtsdk.VnicProfile) *ovirt.VnicProfile {
+	out := &ovirt.VnicProfile{}
+	out.ID, _ = p.Id()
+	out.Name, _ = p.Name()
+	n, ok := p.Network()
+	out.NetworkID = idOf(n, ok)
+	return out
+}
+
+func toTemplate(t *ovirtsdk.Template) *ovirt.Template {
+	out := &ovirt.Template{}
+	out.ID, _ = t.Id()
+	out.Name, _ = t.Name()
+	out.Version = templateVersion(t)
+	c, ok := t.Cluster()
+	out.ClusterID = idOf(c, ok)
+	if os, ok := t.Os(); ok {
+		out.OSType, _ = os.Type()
+	}
+	if atts, ok := t.DiskAttachments(); ok {
+		out.Disks = toDisks(atts)
+	}
+	return out
+}
+
+func templateVersion(t *ovirtsdk.Template) int {
+	v, ok := t.Version()
+	if !ok {
+		return 0
+	}
+	n, _ := v.VersionNumber()
+	return int(n)
+}
+
+func toDisks(atts *ovirtsdk.DiskAttachmentSlice) []ovirt.Disk {
+	var out []ovirt.Disk
+	for _, a := range atts.Slice() {
+		out = append(out, toDisk(a))
+	}
+	return out
+}
+
+// toDisk merges an attachment with its followed disk. The attachment id is
+// the disk id; attachment-level fields (bootable, interface) live on the
+// attachment.
+func toDisk(a *ovirtsdk.DiskAttachment) ovirt.Disk {
+	var d ovirt.Disk
+	d.ID, _ = a.Id()
+	d.Bootable, _ = a.Bootable()
+	iface, _ := a.Interface()
+	d.Interface = string(iface)
+	disk, ok := a.Disk()
+	if !ok {
+		return d
+	}
+	if id, ok := disk.Id(); ok && id != "" {
+		d.ID = id
+	}
+	d.Alias, _ = disk.Alias()
+	d.ProvisionedSize, _ = disk.ProvisionedSize()
+	status, _ := disk.Status()
+	d.Status = ovirt.DiskStatus(status)
+	format, _ := disk.Format()
+	d.Format = string(format)
+	if sds, ok := disk.StorageDomains(); ok && len(sds.Slice()) > 0 {
+		d.StorageDomainID, _ = sds.Slice()[0].Id()
+	} else if sd, ok := disk.StorageDomain(); ok {
+		d.StorageDomainID, _ = sd.Id()
+	}
+	return d
+}
+
+func toNIC(n *ovirtsdk.Nic) ovirt.NIC {
+	var out ovirt.NIC
+	out.ID, _ = n.Id()
+	out.Name, _ = n.Name()
+	p, ok := n.VnicProfile()
+	out.VnicProfileID = idOf(p, ok)
+	if mac, ok := n.Mac(); ok {
+		out.MAC, _ = mac.Address()
+	}
+	return out
+}
+
+// toVM converts a VM; disks, NICs and addresses are filled only when the
+// engine returned them (GetVM follows those links, lists do not).
+func toVM(v *ovirtsdk.Vm) *ovirt.VM {
+	out := &ovirt.VM{}
+	out.ID, _ = v.Id()
+	out.Name, _ = v.Name()
+	out.Comment, _ = v.Comment()
+	out.Description, _ = v.Description()
+	status, _ := v.Status()
+	out.Status = ovirt.VMStatus(status)
+	c, ok := v.Cluster()
+	out.ClusterID = idOf(c, ok)
+	t, ok := v.Template()
+	out.TemplateID = idOf(t, ok)
+	ot, ok := v.OriginalTemplate()
+	out.OriginalTemplateID = idOf(ot, ok)
+	if os, ok := v.Os(); ok {
+		out.OSType, _ = os.Type()
+	}
+	if atts, ok := v.DiskAttachments(); ok {
+		out.Disks = toDisks(atts)
+	}
+	if nics, ok := v.Nics(); ok {
+		for _, n := range nics.Slice() {
+			out.NICs = append(out.NICs, toNIC(n))
+			if devs, ok := n.ReportedDevices(); ok {
+				out.Addresses = appendAddresses(out.Addresses, devs)
+			}
+		}
+	}
+	// Some engines report devices on the VM rather than per NIC.
+	if devs, ok := v.ReportedDevices(); ok {
+		out.Addresses = appendAddresses(out.Addresses, devs)
+	}
+	return out
+}
+
+func appendAddresses(addrs []string, devs *ovirtsdk.ReportedDeviceSlice) []string {
+	for _, d := range devs.Slice() {
+		ips, ok := d.Ips()
+		if !ok {
+			continue
+		}
+		for _, ip := range ips.Slice() {
+			if a, ok := ip.Address(); ok && a != "" && !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return addrs
+}
+
+// Deep copies for the lookup cache.
+
+func cloneCluster(c *ovirt.Cluster) *ovirt.Cluster {
+	out := *c
+	out.NetworkIDs = slices.Clone(c.NetworkIDs)
+	return &out
+}
+
+func cloneTemplate(t *ovirt.Template) *ovirt.Template {
+	out := *t
+	out.Disks = slices.Clone(t.Disks)
+	return &out
+}
+
+func cloneStorageDomain(sd *ovirt.StorageDomain) *ovirt.StorageDomain {
+	out := *sd
+	return &out
+}
+
+func cloneVnicProfile(p *ovirt.VnicProfile) *ovirt.VnicProfile {
+	out := *p
+	return &out
+}

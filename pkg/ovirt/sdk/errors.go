@@ -1,0 +1,291 @@
+package sdk
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	ovirtsdk "github.com/ovirt/go-ovirt"
+
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// maxDetail caps the detail kept from an engine answer: non-XML bodies (an
+// HTML error page from a proxy) would otherwise end up whole in conditions.
+const maxDetail = 512
+
+var (
+	// The SDK only types 401/403/404/409; other faults are plain errors whose
+	// text ends with `HTTP response code is "400".`.
+	httpCodeRE = regexp.MustCompile(`HTTP response code is "(\d{3})"`)
+	// `Fault reason is "Operation Failed". Fault detail is "[Cannot ...]".`
+	faultReasonRE = regexp.MustCompile(`Fault reason is "(.*?)"\.`)
+	faultDetailRE = regexp.MustCompile(`Fault detail is "(.*?)"\.(?: HTTP response|$)`)
+)
+
+// lockPhrases are the engine's ways of saying "locked, try again later"
+// (ACTION_TYPE_FAILED_VM_IS_LOCKED, ..._DISKS_LOCKED, ..._OBJECT_LOCKED and
+// friends). Older engines send them with 400, newer ones with 409.
+var lockPhrases = []string{
+	"is locked",
+	"are locked",
+	"image_locked",
+	"currently in progress",
+	"try again in a few minutes",
+	"lock is already taken",
+}
+
+func mentionsLock(s string) bool {
+	s = strings.ToLower(s)
+	for _, p := range lockPhrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// mapError turns an SDK, network or context error into an *ovirt.Error that
+// matches the package's sentinels. Already mapped errors pass through. The
+// SDK error itself is not wrapped (its types must not leak out of this
+// package); its text is kept as the detail.
+func mapError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var mapped *ovirt.Error
+	var breakerOpen *ovirt.BreakerOpenError
+	if errors.As(err, &mapped) || errors.As(err, &breakerOpen) {
+		return err
+	}
+	e := &ovirt.Error{Op: op, Detail: truncate(err.Error())}
+
+	var (
+		authErr     *ovirtsdk.AuthError
+		notFound    *ovirtsdk.NotFoundError
+		conflict    *ovirtsdk.ConflictError
+		parseErr    *ovirtsdk.ResponseParseError
+		urlErr      *url.Error
+		netErr      net.Error
+		certVerify  *tls.CertificateVerificationError
+		unknownAuth x509.UnknownAuthorityError
+		hostname    x509.HostnameError
+		invalidCert x509.CertificateInvalidError
+		recordHdr   tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, context.Canceled):
+		e.Detail = "canceled"
+		e.Err = context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		e.Detail = "timed out: " + e.Detail
+		e.Kinds = []error{ovirt.ErrUnreachable}
+		e.Err = context.DeadlineExceeded
+	case errors.As(err, &authErr) && authErr.Code == 0 && !loginRefused(err):
+		// An SSO error that is not about the credentials (server_error,
+		// a proxy answering JSON, ...): the engine's SSO is in trouble.
+		e.Kinds = []error{ovirt.ErrUnreachable}
+	case errors.As(err, &authErr):
+		e.Status = authErr.Code
+		e.Detail = faultText(authErr.Msg)
+		e.Kinds = []error{ovirt.ErrAuth}
+	case errors.As(err, &notFound):
+		e.Status = notFound.Code
+		e.Detail = faultText(notFound.Msg)
+		e.Kinds = []error{ovirt.ErrNotFound}
+	case errors.As(err, &conflict):
+		e.Status = conflict.Code
+		e.Detail = faultText(conflict.Msg)
+		e.Kinds = []error{ovirt.ErrConflict}
+		if mentionsLock(conflict.Msg) {
+			e.Kinds = append(e.Kinds, ovirt.ErrLocked)
+		}
+	case errors.As(err, &parseErr):
+		// A non-XML answer (HTML): the engine's own 401 page, or a proxy or
+		// a wrong URL in front of it. A 404 here is not "the VM is gone":
+		// mapping it to ErrNotFound could make a reconciler recreate VMs.
+		e.Status = parseErr.Code
+		switch {
+		case parseErr.Code == 401 || parseErr.Code == 403:
+			e.Kinds = []error{ovirt.ErrAuth}
+		case parseErr.Code == 502 || parseErr.Code == 503 || parseErr.Code == 504:
+			e.Kinds = []error{ovirt.ErrUnreachable}
+		}
+	case errors.As(err, &certVerify), errors.As(err, &unknownAuth), errors.As(err, &hostname),
+		errors.As(err, &invalidCert), errors.As(err, &recordHdr):
+		e.Kinds = []error{ovirt.ErrTLS, ovirt.ErrUnreachable}
+		e.Err = netCause(err)
+	case errors.As(err, &urlErr), errors.As(err, &netErr):
+		e.Kinds = []error{ovirt.ErrUnreachable}
+		e.Err = netCause(err)
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			e.Detail = "timed out: " + e.Detail
+			e.Kinds = append(e.Kinds, context.DeadlineExceeded)
+		}
+	case strings.Contains(err.Error(), "sso with response"):
+		// The SSO endpoint answered something that is not oVirt SSO JSON:
+		// a wrong URL or a proxy page. Treat it like an unreachable engine.
+		e.Kinds = []error{ovirt.ErrUnreachable}
+	default:
+		if code := httpCode(err); code != 0 {
+			e.Status = code
+			e.Detail = faultText(err.Error())
+			switch {
+			case code == 400 && mentionsLock(err.Error()):
+				e.Kinds = []error{ovirt.ErrLocked}
+			case code == 400:
+				e.Kinds = []error{ovirt.ErrInvalid}
+			case code == 502 || code == 503 || code == 504:
+				e.Kinds = []error{ovirt.ErrUnreachable}
+			}
+		}
+	}
+	return e
+}
+
+// netCause returns the standard-library error under a *url.Error so callers
+// can still errors.As a net.Error or x509 error; the URL part carries only
+// the API path and search string, never a secret.
+func netCause(err error) error {
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr
+	}
+	return nil
+}
+
+// httpCode extracts the HTTP status the SDK wrote into an untyped fault.
+func httpCode(err error) int {
+	m := httpCodeRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0
+	}
+	code, _ := strconv.Atoi(m[1])
+	return code
+}
+
+// faultText shortens the SDK's fault message to "reason: detail" (the status
+// is kept separately); other messages are kept as they are.
+func faultText(msg string) string {
+	reason := faultReasonRE.FindStringSubmatch(msg)
+	detail := faultDetailRE.FindStringSubmatch(msg)
+	switch {
+	case reason != nil && detail != nil:
+		return truncate(reason[1] + ": " + detail[1])
+	case detail != nil:
+		return truncate(detail[1])
+	case reason != nil:
+		return truncate(reason[1])
+	}
+	return truncate(msg)
+}
+
+func truncate(s string) string {
+	if len(s) <= maxDetail {
+		return s
+	}
+	return s[:maxDetail] + "..."
+}
+
+// resultCode is the metrics "code" label of an SDK call's outcome.
+func resultCode(err error) string {
+	if err == nil {
+		return "2xx"
+	}
+	var (
+		authErr  *ovirtsdk.AuthError
+		notFound *ovirtsdk.NotFoundError
+		conflict *ovirtsdk.ConflictError
+		parseErr *ovirtsdk.ResponseParseError
+		netErr   net.Error
+	)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &authErr) && authErr.Code != 0:
+		return strconv.Itoa(authErr.Code)
+	case errors.As(err, &notFound):
+		return strconv.Itoa(notFound.Code)
+	case errors.As(err, &conflict):
+		return strconv.Itoa(conflict.Code)
+	case errors.As(err, &parseErr) && parseErr.Code != 0:
+		return strconv.Itoa(parseErr.Code)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	}
+	if code := httpCode(err); code != 0 {
+		return strconv.Itoa(code)
+	}
+	return "error"
+}
+
+// tokenRejected reports whether the engine refused the SSO token (expired,
+// revoked, engine restarted). The engine answers 401 with an HTML
+// invalid_grant page, which the SDK surfaces as *ResponseParseError with Code
+// 401 rather than *AuthError; a <fault> 401 gives *AuthError with Code 401.
+// SSO refusals (*AuthError with Code 0) are bad credentials, not expiry.
+func tokenRejected(err error) bool {
+	var authErr *ovirtsdk.AuthError
+	if errors.As(err, &authErr) && authErr.Code == 401 {
+		return true
+	}
+	var parseErr *ovirtsdk.ResponseParseError
+	if errors.As(err, &parseErr) && parseErr.Code == 401 {
+		return true
+	}
+	return strings.Contains(err.Error(), "invalid_grant")
+}
+
+// ambiguousAction reports an action (start/stop/shutdown) answer that was
+// not XML: the SDK then returns a bare XMLTagNotMatchError without the HTTP
+// status, so an expired token cannot be told apart from a proxy error page.
+func ambiguousAction(err error) bool {
+	var parseErr *ovirtsdk.ResponseParseError
+	if errors.As(err, &parseErr) {
+		return false
+	}
+	var tagErr ovirtsdk.XMLTagNotMatchError
+	return errors.As(err, &tagErr)
+}
+
+// ssoRefusals are the SSO answers that mean "these credentials are not
+// accepted": the OAuth error codes the engine uses for a wrong password or a
+// locked/disabled account, and the SDK's text for an SSO 401.
+var ssoRefusals = []string{"access_denied", "invalid_grant", "unauthorized_client", "authentication failed"}
+
+// loginRefused reports an SSO refusal of the credentials, the only failure
+// the auth circuit breaker counts. The SDK turns every SSO error into an
+// *AuthError with Code 0 (API faults carry their HTTP status instead), and
+// drops the HTTP status, so the OAuth error code in the text tells a refusal
+// from an SSO server error.
+func loginRefused(err error) bool {
+	var authErr *ovirtsdk.AuthError
+	if !errors.As(err, &authErr) || authErr.Code != 0 {
+		return false
+	}
+	for _, r := range ssoRefusals {
+		if strings.Contains(authErr.Msg, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// invalid is a client-side validation failure.
+func invalid(op, format string, args ...any) error {
+	return &ovirt.Error{Op: op, Detail: fmt.Sprintf(format, args...), Kinds: []error{ovirt.ErrInvalid}}
+}
+
+// notFound is a lookup that found nothing.
+func notFound(op, format string, args ...any) error {
+	return &ovirt.Error{Op: op, Detail: fmt.Sprintf(format, args...), Kinds: []error{ovirt.ErrNotFound}}
+}

@@ -1,0 +1,204 @@
+package ovirt
+
+// VMStatus is the engine's VM status, as reported (lower-case engine names).
+type VMStatus string
+
+// VM statuses reported by the engine.
+const (
+	VMStatusDown             VMStatus = "down"
+	VMStatusImageLocked      VMStatus = "image_locked"
+	VMStatusWaitForLaunch    VMStatus = "wait_for_launch"
+	VMStatusPoweringUp       VMStatus = "powering_up"
+	VMStatusUp               VMStatus = "up"
+	VMStatusPoweringDown     VMStatus = "powering_down"
+	VMStatusRebootInProgress VMStatus = "reboot_in_progress"
+	VMStatusMigrating        VMStatus = "migrating"
+	VMStatusPaused           VMStatus = "paused"
+	VMStatusSuspended        VMStatus = "suspended"
+	VMStatusSavingState      VMStatus = "saving_state"
+	VMStatusRestoringState   VMStatus = "restoring_state"
+	VMStatusNotResponding    VMStatus = "not_responding"
+	VMStatusUnassigned       VMStatus = "unassigned"
+	VMStatusUnknown          VMStatus = "unknown"
+)
+
+// DiskStatus is the engine's disk status.
+type DiskStatus string
+
+// Disk statuses reported by the engine.
+const (
+	DiskStatusOK      DiskStatus = "ok"
+	DiskStatusLocked  DiskStatus = "locked"
+	DiskStatusIllegal DiskStatus = "illegal"
+)
+
+// VMType is the engine's VM type (optimisation profile).
+type VMType string
+
+// VM types accepted by the engine.
+const (
+	VMTypeServer          VMType = "server"
+	VMTypeDesktop         VMType = "desktop"
+	VMTypeHighPerformance VMType = "high_performance"
+)
+
+// PowerAction is a power operation on a VM.
+type PowerAction string
+
+// Power actions.
+const (
+	// PowerStart boots the VM (POST /vms/{id}/start).
+	PowerStart PowerAction = "start"
+	// PowerShutdown asks the guest to shut down through ACPI or the guest
+	// agent (POST /vms/{id}/shutdown); the guest may ignore it.
+	PowerShutdown PowerAction = "shutdown"
+	// PowerStop powers the VM off at once (POST /vms/{id}/stop).
+	PowerStop PowerAction = "stop"
+)
+
+// EngineInfo describes the engine answering at the API URL.
+type EngineInfo struct {
+	// ProductName is e.g. "oVirt Engine".
+	ProductName string
+	// Version is the engine's full version string, e.g. "4.5.4".
+	Version string
+}
+
+// Cluster is an oVirt cluster.
+type Cluster struct {
+	ID           string
+	Name         string
+	DataCenterID string
+	// NetworkIDs are the ids of the logical networks attached to the cluster;
+	// vNIC profiles are resolved within them.
+	NetworkIDs []string
+}
+
+// StorageDomain is an oVirt storage domain.
+type StorageDomain struct {
+	ID   string
+	Name string
+	// Available is the free space in bytes.
+	Available int64
+	// Status is the engine's status. The engine leaves it empty for domains
+	// attached to a data center in the top-level collection.
+	Status string
+	// Usable is true for a data domain that is active (or attached, status
+	// empty) and whose external status is not error/failure.
+	Usable bool
+}
+
+// Template is an oVirt VM template (one version of it).
+type Template struct {
+	ID        string
+	Name      string
+	Version   int
+	ClusterID string
+	OSType    string
+	// Disks are the template's disks; their ids are what a storage-domain
+	// override at creation refers to.
+	Disks []Disk
+}
+
+// VnicProfile is an oVirt vNIC profile.
+type VnicProfile struct {
+	ID        string
+	Name      string
+	NetworkID string
+}
+
+// Disk is a disk, as attached to a VM or a template.
+type Disk struct {
+	// ID is the disk id (equal to the disk attachment id).
+	ID    string
+	Alias string
+	// ProvisionedSize is the virtual size in bytes.
+	ProvisionedSize int64
+	Bootable        bool
+	// Interface is the attachment interface, e.g. "virtio_scsi".
+	Interface       string
+	Status          DiskStatus
+	StorageDomainID string
+	// Format is "cow" or "raw".
+	Format string
+}
+
+// NIC is a VM network interface.
+type NIC struct {
+	ID            string
+	Name          string
+	VnicProfileID string
+	MAC           string
+}
+
+// VM is an oVirt virtual machine.
+type VM struct {
+	ID          string
+	Name        string
+	Comment     string
+	Description string
+	Status      VMStatus
+	ClusterID   string
+	// TemplateID is the template the VM is based on; the Blank template
+	// (all zeros) for cloned VMs, whose source is OriginalTemplateID.
+	TemplateID         string
+	OriginalTemplateID string
+	OSType             string
+	// Disks and NICs are filled by GetVM only.
+	Disks []Disk
+	NICs  []NIC
+	// Addresses are the IPs the guest agent reported, as reported, unfiltered,
+	// deduplicated in order of appearance. Filled by GetVM only.
+	Addresses []string
+}
+
+// VMSpec is what CreateVM creates.
+type VMSpec struct {
+	// Name is the VM name; it must be unique in the engine.
+	Name       string
+	ClusterID  string
+	TemplateID string
+	// Clone copies the template's disks (independent VM) instead of creating
+	// thin overlays on them. It is always sent explicitly (clone=true|false).
+	Clone bool
+	// StorageDomainID places every template disk of a cloned VM in this
+	// storage domain. Only honoured with Clone (thin disks must live where the
+	// template's disks are); ignored otherwise.
+	StorageDomainID string
+	// TemplateDisks are the template's disks; required with StorageDomainID
+	// since the override addresses the template's disk ids.
+	TemplateDisks []Disk
+	// Sockets, Cores and Threads set the CPU topology; 0 inherits the
+	// template's value.
+	Sockets, Cores, Threads int
+	// MemoryBytes sets the memory (and the hot-plug ceiling memory_policy.max
+	// to the same value); 0 inherits.
+	MemoryBytes int64
+	// GuaranteedMemoryBytes sets memory_policy.guaranteed; 0 inherits. It must
+	// not exceed MemoryBytes.
+	GuaranteedMemoryBytes int64
+	// Type is the VM type; "" inherits.
+	Type VMType
+	// Comment and Description are free text; the owner marker goes here.
+	Comment     string
+	Description string
+	// CustomScript is the cloud-init or ignition payload. It is a secret: it
+	// is sent to the engine and never logged.
+	CustomScript string
+	// OSType is the operating system type, e.g. "rhcos_x64" (required on 4.4+
+	// for ignition); "" inherits.
+	OSType string
+	// HostName is the guest host name passed through initialization.
+	HostName string
+	// CorrelationID tags the engine's jobs for this request.
+	CorrelationID string
+}
+
+// DiskUpdate changes a disk through its attachment, in a single PUT.
+type DiskUpdate struct {
+	// ProvisionedSize is the new virtual size in bytes; 0 leaves it
+	// unchanged. The engine refuses to shrink (ErrInvalid).
+	ProvisionedSize int64
+	// Alias is the new alias; "" leaves it unchanged.
+	Alias string
+}

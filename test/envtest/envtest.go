@@ -1,0 +1,265 @@
+// Package envtest starts a real kube-apiserver and etcd (controller-runtime envtest) with the
+// CAPOV CRDs, the Cluster API core CRDs and, on request, the cert-manager CRDs, and hands tests
+// a client. The binaries come from hack/envtest-assets.sh, which builds them from Go modules
+// (they cannot be downloaded here) and caches them in bin/.
+//
+// Typical use from TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(envtest.Run(m, envtest.Options{}, func(e *envtest.Environment) { env = e }))
+//	}
+package envtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+)
+
+// Module paths whose CRD files the harness loads.
+const (
+	capiModule        = "sigs.k8s.io/cluster-api"
+	certManagerModule = "github.com/cert-manager/cert-manager"
+)
+
+// Options select what the control plane is started with.
+type Options struct {
+	// WithoutCAPICRDs skips the Cluster API core CRDs.
+	WithoutCAPICRDs bool
+	// WithoutOurCRDs skips the CAPOV CRDs (for example to test a Helm install of them).
+	WithoutOurCRDs bool
+	// WithCertManagerCRDs loads the cert-manager CRDs from its Go module.
+	WithCertManagerCRDs bool
+	// ExtraCRDPaths are more directories or files with CRDs.
+	ExtraCRDPaths []string
+	// Webhooks configures admission webhooks the API server should call (see
+	// controller-runtime envtest.WebhookInstallOptions).
+	Webhooks crenvtest.WebhookInstallOptions
+	// AttachOutput streams the API server and etcd output to the test output.
+	AttachOutput bool
+}
+
+// Environment is a running control plane.
+type Environment struct {
+	// Env is the underlying controller-runtime environment.
+	Env *crenvtest.Environment
+	// Config reaches the API server as an admin.
+	Config *rest.Config
+	// Client is an uncached client with Scheme.
+	Client client.Client
+	// Scheme knows core Kubernetes, Cluster API and CAPOV types.
+	Scheme *runtime.Scheme
+}
+
+// NewScheme returns a scheme with the Kubernetes, Cluster API (v1beta2 and v1beta1) and CAPOV
+// types the tests use.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(clusterv1beta1.AddToScheme(s))
+	utilruntime.Must(infrav1.AddToScheme(s))
+	return s
+}
+
+// Start starts kube-apiserver and etcd and installs the CRDs.
+func Start(ctx context.Context, opts Options) (*Environment, error) {
+	assets, err := EnsureAssets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	if !opts.WithoutOurCRDs {
+		paths = append(paths, filepath.Join(root, "config", "crd", "bases"))
+	}
+	if !opts.WithoutCAPICRDs {
+		dir, err := ModuleDir(ctx, capiModule)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, filepath.Join(dir, "core", "config", "crd", "bases"))
+	}
+	if opts.WithCertManagerCRDs {
+		dir, err := ModuleDir(ctx, certManagerModule)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, filepath.Join(dir, "deploy", "crds"))
+	}
+	paths = append(paths, opts.ExtraCRDPaths...)
+
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// 20 s, the default, is tight on two loaded cores.
+		_ = os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "90s")
+	}
+	scheme := NewScheme()
+	env := &crenvtest.Environment{
+		Scheme:                   scheme,
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        paths,
+		ErrorIfCRDPathMissing:    true,
+		WebhookInstallOptions:    opts.Webhooks,
+		AttachControlPlaneOutput: opts.AttachOutput,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest control plane (assets in %s): %w", assets, err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return &Environment{Env: env, Config: cfg, Client: c, Scheme: scheme}, nil
+}
+
+// Stop stops the control plane.
+func (e *Environment) Stop() error {
+	if e == nil || e.Env == nil {
+		return nil
+	}
+	return e.Env.Stop()
+}
+
+// Kubeconfig renders a kubeconfig for the admin user of the environment.
+func (e *Environment) Kubeconfig(clusterName string) ([]byte, error) {
+	return KubeconfigFor(e.Config, clusterName)
+}
+
+// KubeconfigFor renders a kubeconfig for a rest.Config with client certificates.
+func KubeconfigFor(cfg *rest.Config, clusterName string) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[clusterName] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: cfg.CAData,
+	}
+	kc.AuthInfos[clusterName+"-admin"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+		Token:                 cfg.BearerToken,
+	}
+	kc.Contexts[clusterName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: clusterName + "-admin"}
+	kc.CurrentContext = clusterName
+	out, err := clientcmd.Write(*kc)
+	if err != nil {
+		return nil, fmt.Errorf("rendering kubeconfig: %w", err)
+	}
+	return out, nil
+}
+
+// Run starts an environment, calls setup with it, runs the tests and stops it. It returns the
+// exit code for os.Exit. A failure to start is fatal: every test of the package needs it.
+func Run(m *testing.M, opts Options, setup func(*Environment)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	env, err := Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "envtest: %v\n", err)
+		return 1
+	}
+	if setup != nil {
+		setup(env)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "envtest: stopping: %v\n", err)
+	}
+	return code
+}
+
+// RepoRoot returns the repository root: the nearest directory above the working directory that
+// holds go.work.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repository root not found: no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ModuleDir returns the directory of a module of the build list (downloading it if needed).
+func ModuleDir(ctx context.Context, module string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w: %s", module, err, stderr.String())
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("module %s is not downloaded; run go mod download %s", module, module)
+	}
+	return dir, nil
+}
+
+// EnsureAssets returns a directory with the kube-apiserver and etcd binaries: KUBEBUILDER_ASSETS
+// when it holds them, else the output of hack/envtest-assets.sh (which builds them once).
+func EnsureAssets(ctx context.Context) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		if isExec(filepath.Join(dir, "kube-apiserver")) && isExec(filepath.Join(dir, "etcd")) {
+			return dir, nil
+		}
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "envtest-assets.sh"))
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building envtest assets with hack/envtest-assets.sh: %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
+	return dir, nil
+}
+
+func isExec(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}

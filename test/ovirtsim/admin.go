@@ -1,0 +1,227 @@
+package ovirtsim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// serveAdmin implements the /sim/ endpoints: JSON, no authentication, not
+// counted. See docs/ovirtsim.md.
+func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	segs := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/sim/"), "/"), "/")
+	route := r.Method + " " + strings.Join(adminShape(segs), "/")
+	ok := func(v any) { writeJSON(w, http.StatusOK, v) }
+	fail := func(err error) { writeAdminError(w, err) }
+	switch route {
+	case "GET healthz":
+		ok(map[string]string{"status": "ok"})
+	case "GET state":
+		ok(s.Dump())
+	case "POST reset":
+		s.Reset()
+		ok(map[string]string{"status": "reset"})
+	case "GET counters":
+		ok(s.Counters())
+	case "POST counters/reset":
+		s.ResetCounters()
+		ok(map[string]string{"status": "reset"})
+	case "GET requests":
+		log := s.RequestLog()
+		if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n >= 0 && n < len(log) {
+			log = log[len(log)-n:]
+		}
+		ok(log)
+	case "POST restart":
+		s.RestartEngine()
+		ok(map[string]string{"status": "restarted"})
+	case "GET faults":
+		_, f := s.rules.snapshot()
+		ok(f)
+	case "PUT faults":
+		var rules []FaultRule
+		if err := decodeJSON(r, &rules); err != nil {
+			fail(err)
+		} else if err := s.setFaults(rules); err != nil {
+			fail(err)
+		} else {
+			_, f := s.rules.snapshot()
+			ok(f)
+		}
+	case "GET latency":
+		l, _ := s.rules.snapshot()
+		ok(l)
+	case "PUT latency":
+		var rules []LatencyRule
+		if err := decodeJSON(r, &rules); err != nil {
+			fail(err)
+		} else if err := s.setLatency(rules); err != nil {
+			fail(err)
+		} else {
+			l, _ := s.rules.snapshot()
+			ok(l)
+		}
+	case "PUT timings":
+		var t Timings
+		if err := decodeJSON(r, &t); err != nil {
+			fail(err)
+		} else if t, err = normaliseTimings(t); err != nil {
+			fail(err)
+		} else {
+			s.SetTimings(t)
+			ok(t)
+		}
+	case "PUT guest-agent":
+		var body struct {
+			Enabled *bool `json:"enabled"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.Enabled == nil {
+			fail(invalidf(`want {"enabled": true|false}`))
+		} else {
+			s.SetGuestAgent(*body.Enabled)
+			ok(map[string]bool{"enabled": *body.Enabled})
+		}
+	case "PUT credentials":
+		var body struct {
+			Username string `json:"username"`
+			Password string `json:"password"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.Username == "" || body.Password == "" {
+			fail(invalidf("username and password are required"))
+		} else {
+			s.SetCredentials(body.Username, body.Password)
+			ok(map[string]string{"username": body.Username})
+		}
+	case "PUT token-ttl":
+		var body struct {
+			TTL *Duration `json:"ttl"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.TTL == nil {
+			fail(invalidf(`want {"ttl": "5m"}`))
+		} else {
+			s.SetTokenTTL(body.TTL.Std())
+			ok(map[string]Duration{"ttl": *body.TTL})
+		}
+	case "PUT templates":
+		var t Template
+		if err := decodeJSON(r, &t); err != nil {
+			fail(err)
+		} else if err := s.AddTemplate(t); err != nil {
+			fail(err)
+		} else {
+			writeJSON(w, http.StatusCreated, map[string]string{"name": t.Name})
+		}
+	case "DELETE templates/{name}":
+		if err := s.RemoveTemplate(segs[1]); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]string{"removed": segs[1]})
+		}
+	case "PUT storagedomains":
+		var sd StorageDomain
+		if err := decodeJSON(r, &sd); err != nil {
+			fail(err)
+		} else if err := s.AddStorageDomain(sd); err != nil {
+			fail(err)
+		} else {
+			writeJSON(w, http.StatusCreated, map[string]string{"name": sd.Name})
+		}
+	case "PUT storagedomains/{name}/status":
+		var body struct {
+			Status string `json:"status"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if err := s.SetStorageDomainStatus(segs[1], body.Status); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]string{"name": segs[1], "status": body.Status})
+		}
+	case "PUT vnicprofiles":
+		var p VnicProfile
+		if err := decodeJSON(r, &p); err != nil {
+			fail(err)
+		} else if err := s.AddVnicProfile(p); err != nil {
+			fail(err)
+		} else {
+			writeJSON(w, http.StatusCreated, map[string]string{"name": p.Name})
+		}
+	case "POST vms/{id}/csi-disks":
+		var body struct {
+			SizeGB int64 `json:"size_gb"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if id, err := s.AttachCSIDisk(segs[1], body.SizeGB); err != nil {
+			fail(err)
+		} else {
+			writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+		}
+	case "DELETE vms/{id}/disks/{id}":
+		if err := s.DetachDisk(segs[1], segs[3]); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]string{"detached": segs[3]})
+		}
+	case "DELETE vms/{id}":
+		if err := s.DeleteVM(segs[1]); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]string{"deleted": segs[1]})
+		}
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown admin endpoint " + r.Method + " " + r.URL.Path})
+	}
+}
+
+// adminShape replaces the variable segments of an admin path by placeholders.
+func adminShape(segs []string) []string {
+	out := append([]string(nil), segs...)
+	if len(out) >= 2 {
+		switch out[0] {
+		case "vms":
+			out[1] = "{id}"
+			if len(out) == 4 && out[2] == "disks" {
+				out[3] = "{id}"
+			}
+		case "templates":
+			out[1] = "{name}"
+		case "storagedomains":
+			out[1] = "{name}"
+		}
+	}
+	return out
+}
+
+func decodeJSON(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("%w: reading body: %w", ErrInvalid, err)
+	}
+	if err := strictUnmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+func writeAdminError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		status = http.StatusConflict
+	case errors.Is(err, ErrInvalid):
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}

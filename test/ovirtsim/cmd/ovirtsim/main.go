@@ -1,0 +1,168 @@
+// Command ovirtsim runs the oVirt Engine REST API simulator as a process,
+// for the demo, manual testing and benchmarks:
+//
+//	go run ./test/ovirtsim/cmd/ovirtsim --listen 127.0.0.1:8443 --image-lock 5s --boot-delay 10s
+//
+// It prints OVIRT_URL, OVIRT_USERNAME and OVIRT_CA_FILE lines on stdout and
+// serves until SIGINT or SIGTERM. See docs/ovirtsim.md for all flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ovirtsim:", err)
+		os.Exit(1)
+	}
+}
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return fmt.Sprint(*m) }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
+	return nil
+}
+
+// run parses flags, starts the simulator and serves until ctx ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ovirtsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8443", "TCP listen address")
+	seedPath := fs.String("seed", "", "JSON seed file (default: the built-in demo seed)")
+	username := fs.String("username", "", "SSO user name (default: from the seed, else admin@internal)")
+	password := fs.String("password", "", "SSO password (default: from the seed, else secret)")
+	tokenTTL := fs.Duration("token-ttl", 0, "SSO token lifetime (default: from the seed, else 1h)")
+	latency := fs.String("latency", "", "latency of every endpoint: 20ms or 10ms-30ms")
+	var faults, certHosts multiFlag
+	fs.Var(&faults, "fault", "fault rule METHOD:PATH:STATUS[:RATE[:COUNT[:HANG]]], repeatable (e.g. POST:/vms:500:0.1)")
+	fs.Var(&certHosts, "cert-host", "extra host name or IP for the server certificate, repeatable")
+	randomSeed := fs.Int64("random-seed", 0, "seed of ids, MACs, faults and latencies (default: from the seed, else 1)")
+	caOut := fs.String("ca-out", "", "write the CA PEM to this path (default: a temporary file)")
+	imageLock := fs.Duration("image-lock", 0, "how long new VMs stay image_locked")
+	bootDelay := fs.Duration("boot-delay", 0, "time from start to up, split over wait_for_launch and powering_up")
+	noGuestAgent := fs.Bool("no-guest-agent", false, "running VMs report no IP addresses")
+	urlFile := fs.String("url-file", "", "write the API URL to this file once serving")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	seed := ovirtsim.DemoSeed()
+	if *seedPath != "" {
+		var err error
+		if seed, err = ovirtsim.LoadSeed(*seedPath); err != nil {
+			return err
+		}
+	}
+	b := ovirtsim.NewBuilder().WithSeed(seed).WithListenAddress(*listen).WithCertHosts(certHosts...)
+	if set["username"] || set["password"] {
+		u, p := seed.Username, seed.Password
+		if set["username"] {
+			u = *username
+		}
+		if set["password"] {
+			p = *password
+		}
+		b.WithCredentials(u, p)
+	}
+	if set["token-ttl"] {
+		b.WithTokenTTL(*tokenTTL)
+	}
+	if set["random-seed"] {
+		b.WithRandomSeed(*randomSeed)
+	}
+	if *latency != "" {
+		l, err := ovirtsim.ParseLatency(*latency)
+		if err != nil {
+			return err
+		}
+		b.WithLatency(l)
+	}
+	for _, f := range faults {
+		r, err := ovirtsim.ParseFaultRule(f)
+		if err != nil {
+			return err
+		}
+		b.WithFault(r)
+	}
+	tm := seed.Timings
+	if set["image-lock"] {
+		tm.ImageLock = *imageLock
+	}
+	if set["boot-delay"] {
+		tm.WaitForLaunch = *bootDelay / 2
+		tm.PoweringUp = *bootDelay - *bootDelay/2
+	}
+	b.WithTimings(tm)
+	if *noGuestAgent {
+		b.WithoutGuestAgent()
+	}
+
+	sim, err := b.Build()
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+
+	caPath := *caOut
+	removeCA := false
+	if caPath == "" {
+		f, err := os.CreateTemp("", "ovirtsim-ca-*.pem")
+		if err != nil {
+			return fmt.Errorf("creating CA file: %w", err)
+		}
+		caPath, removeCA = f.Name(), true
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("closing CA file: %w", err)
+		}
+	}
+	if err := os.WriteFile(caPath, sim.CAPEM(), 0o644); err != nil {
+		return fmt.Errorf("writing CA file: %w", err)
+	}
+	if removeCA {
+		defer os.Remove(caPath)
+	}
+	if *urlFile != "" {
+		// Write then rename, so that a script polling for the file never reads half a URL.
+		tmp := filepath.Join(filepath.Dir(*urlFile), "."+filepath.Base(*urlFile)+".tmp")
+		if err := os.WriteFile(tmp, []byte(sim.URL()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("writing URL file: %w", err)
+		}
+		if err := os.Rename(tmp, *urlFile); err != nil {
+			return fmt.Errorf("writing URL file: %w", err)
+		}
+		defer os.Remove(*urlFile)
+	}
+	fmt.Fprintf(stdout, "OVIRT_URL=%s\nOVIRT_USERNAME=%s\nOVIRT_CA_FILE=%s\n", sim.URL(), sim.Username(), caPath)
+
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "ovirtsim: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := sim.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package ovirtsim is an oVirt Engine REST API simulator for tests, the demo
+// and benchmarks: the real go-ovirt SDK talks HTTPS to it and cannot tell the
+// difference for the operations CAPOV uses.
+//
+// Start one with the fluent builder:
+//
+//	sim, err := ovirtsim.NewBuilder().
+//		WithSeed(ovirtsim.DemoSeed()).
+//		WithTimings(ovirtsim.Timings{ImageLock: 2 * time.Second}).
+//		Build()
+//	defer sim.Close()
+//	conn, err := ovirtsdk.NewConnectionBuilder().URL(sim.URL()).
+//		Username(sim.Username()).Password(sim.Password()).
+//		CertPool(x509.NewCertPool()).CACert(sim.CAPEM()).Build()
+//
+// The simulator models SSO tokens, clusters, storage domains with free
+// space, template versions, networks and vNIC profiles, VM creation from
+// templates (clone or thin), disk attachments, NICs, the power state machine,
+// guest-agent IP reporting and jobs, all in memory with lazily computed state
+// transitions. Faults, latency and hangs can be injected deterministically.
+// Admin endpoints under /sim/ control it over HTTP; cmd/ovirtsim runs it as a
+// process. See docs/ovirtsim.md.
+package ovirtsim

@@ -1,0 +1,809 @@
+package ovirtsim
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+)
+
+// apiError is an engine fault: HTTP status plus <fault><reason/><detail/></fault>.
+type apiError struct {
+	status         int
+	reason, detail string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.status, e.reason, e.detail)
+}
+
+// Unwrap maps the HTTP status onto the package's sentinel errors.
+func (e *apiError) Unwrap() error {
+	switch e.status {
+	case 404:
+		return ErrNotFound
+	case 409:
+		return ErrConflict
+	default:
+		return ErrInvalid
+	}
+}
+
+const (
+	reasonFailed     = "Operation Failed"
+	reasonIncomplete = "Incomplete parameters"
+	vmLockedWhy      = "VM is locked. Please try again in a few minutes."
+	diskLockedWhy    = "Disk is locked. Please try again in a few minutes."
+)
+
+func notFound(what string) *apiError {
+	return &apiError{404, reasonFailed, "Entity not found: " + what}
+}
+
+// cannot builds the engine's validation message "[Cannot <action>. <why>]".
+func cannot(status int, action, why string) *apiError {
+	return &apiError{status, reasonFailed, "[Cannot " + action + ". " + why + "]"}
+}
+
+func incomplete(kind string, fields []string, op string) *apiError {
+	return &apiError{400, reasonIncomplete, fmt.Sprintf("%s [%s] required for %s", kind, strings.Join(fields, ", "), op)}
+}
+
+func validName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for _, r := range n {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+const badNameWhy = "The given name contains special characters. Only lower-case and upper-case letters, numbers, '_', '-', '.' are allowed."
+const dupNameWhy = "The VM name is already in use, please choose a unique name and try again."
+
+var vmTypes = []string{"server", "desktop", "high_performance"}
+var diskInterfaces = []string{"virtio_scsi", "virtio", "ide", "sata", "spapr_vscsi"}
+var nicInterfaces = []string{"virtio", "e1000", "e1000e", "rtl8139", "rtl8139_virtio", "pci_passthrough", "spapr_vlan"}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// vmSpec is a VM creation request, decoded from <vm> or built by Go code.
+type vmSpec struct {
+	name, clusterID, clusterName, templateID, templateName string
+	clone                                                  bool
+	sockets, cores, threads                                int
+	memory, guaranteed, maxMemory                          int64
+	vmType, osType                                         string
+	comment, description, customScript, hostName           string
+	overrides                                              []diskOverride
+	corr                                                   string
+}
+
+type diskOverride struct {
+	diskID, sdID, sdName, format string
+	sparse                       *bool
+}
+
+func (inv *inventory) resolveCluster(id, name string) (*cluster, *apiError) {
+	if id != "" {
+		if c := inv.cluster(id); c != nil {
+			return c, nil
+		}
+		return nil, notFound("Cluster: id=" + id)
+	}
+	if c := inv.clusterByName[name]; c != nil {
+		return c, nil
+	}
+	return nil, notFound("Cluster: name=" + name)
+}
+
+func (inv *inventory) resolveTemplate(id, name string, cl *cluster) (*template, *apiError) {
+	if id != "" {
+		if t := inv.template(id); t != nil {
+			return t, nil
+		}
+		return nil, notFound("Template: id=" + id)
+	}
+	// By name the engine looks in the cluster's data center; with several
+	// versions it takes the latest one.
+	var best *template
+	for _, t := range inv.templates {
+		if t.name != name || (t.cluster != nil && t.cluster.dc != cl.dc) {
+			continue
+		}
+		if best == nil || t.version > best.version {
+			best = t
+		}
+	}
+	if best == nil {
+		return nil, notFound("Template: name=" + name)
+	}
+	return best, nil
+}
+
+func (inv *inventory) resolveSD(id, name string) (*storageDomain, *apiError) {
+	if id != "" {
+		if s := inv.storageDomain(id); s != nil {
+			return s, nil
+		}
+		return nil, notFound("StorageDomain: id=" + id)
+	}
+	if s := inv.sdByName[name]; s != nil {
+		return s, nil
+	}
+	return nil, notFound("StorageDomain: name=" + name)
+}
+
+// usableSD checks that a domain can hold new disks of a VM in data center dc.
+func usableSD(sd *storageDomain, dc *dataCenter, action string) *apiError {
+	if sd.dc != dc {
+		return cannot(400, action, fmt.Sprintf("Storage Domain %s does not belong to the Data Center %s.", sd.name, dc.name))
+	}
+	if sd.typ != "data" {
+		return cannot(400, action, fmt.Sprintf("Storage Domain %s is not a data domain.", sd.name))
+	}
+	if sd.status != "active" {
+		return cannot(400, action, fmt.Sprintf("The relevant Storage Domain's status is %s.", capitalise(sd.status)))
+	}
+	return nil
+}
+
+func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *apiError) {
+	const action = "add VM"
+	var missing []string
+	if sp.name == "" {
+		missing = append(missing, "name")
+	}
+	if sp.clusterID == "" && sp.clusterName == "" {
+		missing = append(missing, "cluster.id|name")
+	}
+	if sp.templateID == "" && sp.templateName == "" {
+		missing = append(missing, "template.id|name")
+	}
+	if len(missing) > 0 {
+		return nil, incomplete("Vm", missing, "add")
+	}
+	cl, aerr := inv.resolveCluster(sp.clusterID, sp.clusterName)
+	if aerr != nil {
+		return nil, aerr
+	}
+	t, aerr := inv.resolveTemplate(sp.templateID, sp.templateName, cl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if !validName(sp.name) {
+		return nil, cannot(400, action, badNameWhy)
+	}
+	if inv.vmByExactName(sp.name) != nil {
+		return nil, cannot(400, action, dupNameWhy)
+	}
+	if t.cluster != nil && t.cluster.dc != cl.dc {
+		return nil, cannot(400, action, "Template is not present in the Data Center of the Cluster.")
+	}
+	switch t.status {
+	case "locked":
+		return nil, cannot(409, action, "Template is locked. Please try again in a few minutes.")
+	case "illegal":
+		return nil, cannot(400, action, "Template's image is illegal.")
+	}
+
+	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone,
+		comment: sp.comment, description: sp.description, customScript: sp.customScript, hostName: sp.hostName,
+		osType: sp.osType, vmType: sp.vmType,
+		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
+		memory: sp.memory, guaranteed: sp.guaranteed, maxMemory: sp.maxMemory}
+	if v.osType == "" {
+		v.osType = t.osType
+	}
+	if v.vmType == "" {
+		v.vmType = "server"
+	}
+	if v.sockets == 0 {
+		v.sockets = t.sockets
+	}
+	if v.cores == 0 {
+		v.cores = t.cores
+	}
+	if v.thr == 0 {
+		v.thr = t.threads
+	}
+	if v.memory == 0 {
+		v.memory = t.memoryMB * mib
+	}
+	if v.guaranteed == 0 {
+		v.guaranteed = v.memory
+	}
+	if v.maxMemory == 0 {
+		v.maxMemory = 4 * v.memory
+	}
+	if aerr := validateShape(v, action); aerr != nil {
+		return nil, aerr
+	}
+
+	// Disk placement.
+	ovs := map[*disk]*diskOverride{}
+	for i := range sp.overrides {
+		o := &sp.overrides[i]
+		var td *disk
+		for _, d := range t.disks {
+			if d.id == o.diskID {
+				td = d
+			}
+		}
+		if td == nil {
+			return nil, cannot(400, action, fmt.Sprintf("Disk %s does not belong to the template %s.", o.diskID, t.name))
+		}
+		ovs[td] = o
+	}
+	type placement struct {
+		sd     *storageDomain
+		format string
+		sparse bool
+	}
+	places := make([]placement, len(t.disks))
+	need := map[*storageDomain]int64{}
+	for i, td := range t.disks {
+		p := placement{sd: td.sd, format: td.format, sparse: td.sparse}
+		if o := ovs[td]; o != nil {
+			if o.sdID != "" || o.sdName != "" {
+				sd, aerr := inv.resolveSD(o.sdID, o.sdName)
+				if aerr != nil {
+					return nil, aerr
+				}
+				if !sp.clone && sd != td.sd {
+					return nil, cannot(400, action, "The Template that the VM is based on does not exist on the Storage Domain.")
+				}
+				p.sd = sd
+			}
+			if o.format != "" {
+				if o.format != "cow" && o.format != "raw" {
+					return nil, &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk format (cow, raw).", o.format)}
+				}
+				if !sp.clone && o.format == "raw" {
+					return nil, cannot(400, action, "Thin provisioned template disks can not be defined as Raw.")
+				}
+				if sp.clone {
+					p.format = o.format
+					p.sparse = o.format == "cow"
+				}
+			}
+			if o.sparse != nil && sp.clone {
+				p.sparse = *o.sparse
+			}
+		}
+		if aerr := usableSD(p.sd, cl.dc, action); aerr != nil {
+			return nil, aerr
+		}
+		if sp.clone {
+			need[p.sd] += td.sizeGB()
+		}
+		places[i] = p
+	}
+	for _, sd := range inv.sds { // deterministic order
+		if n, ok := need[sd]; ok && sd.freeGB < n {
+			return nil, cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
+		}
+	}
+
+	lock := tm.ImageLock
+	if sp.clone {
+		lock = time.Duration(float64(lock) * tm.CloneFactor)
+	}
+	v.id = inv.newID()
+	inv.vmSeq++
+	v.seq = inv.vmSeq
+	v.created = now
+	v.unlockAt = now.Add(lock)
+	for i, td := range t.disks {
+		p := places[i]
+		d := &disk{id: inv.newID(), alias: td.alias, sizeBytes: td.sizeBytes, format: p.format, sparse: p.sparse,
+			sd: p.sd, bootable: td.bootable, iface: td.iface, active: true, lockedUntil: v.unlockAt,
+			vm: v, fromTemplate: true, created: now}
+		if sp.clone {
+			d.consumedGB = td.sizeGB()
+			inv.consume(p.sd, d.consumedGB)
+		}
+		v.disks = append(v.disks, d)
+		inv.disks[d.id] = d
+	}
+	for _, tn := range t.nics {
+		v.nics = append(v.nics, inv.newNIC(cl, tn.name, tn.profile, "virtio", ""))
+	}
+	inv.vms[v.id] = v
+	inv.indexVMName(v)
+	inv.addJob(sp.corr, fmt.Sprintf("Creating VM %s from Template %s in Cluster %s", v.name, t.name, cl.name), now, v.unlockAt)
+	return v, nil
+}
+
+func validateShape(v *vm, action string) *apiError {
+	if v.sockets < 1 || v.cores < 1 || v.thr < 1 {
+		return cannot(400, action, "CPU topology values must be positive.")
+	}
+	if v.memory <= 0 {
+		return cannot(400, action, "Memory size must be positive.")
+	}
+	if v.guaranteed > v.memory {
+		return cannot(400, action, "Physical Memory Guaranteed cannot exceed Memory Size.")
+	}
+	if v.maxMemory < v.memory {
+		return cannot(400, action, "Maximum memory size must be greater than or equal to the memory size.")
+	}
+	if !slices.Contains(vmTypes, v.vmType) {
+		return &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for VM type (%s).", v.vmType, strings.Join(vmTypes, ", "))}
+	}
+	return nil
+}
+
+func (inv *inventory) newNIC(cl *cluster, name string, p *vnicProfile, iface, mac string) *nic {
+	if mac == "" {
+		mac = inv.newMAC()
+	}
+	return &nic{id: inv.newID(), name: name, mac: mac, iface: iface, profile: p, plugged: true, linked: true,
+		ipv4: inv.newIPv4(cl), rdID: inv.newID()}
+}
+
+func vmLocked(v *vm, now time.Time, action string) *apiError {
+	if v.status(now) == "image_locked" {
+		return cannot(409, action, vmLockedWhy)
+	}
+	return nil
+}
+
+// vmUpdate carries the fields of a PUT /vms/{id}; nil means unchanged.
+type vmUpdate struct {
+	name, comment, description, vmType, osType, customScript, hostName *string
+	sockets, cores, threads                                            *int
+	memory, guaranteed, maxMemory                                      *int64
+}
+
+func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
+	const action = "edit VM"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr
+	}
+	n := *v
+	set := func(dst *string, src *string) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&n.name, u.name)
+	set(&n.comment, u.comment)
+	set(&n.description, u.description)
+	set(&n.vmType, u.vmType)
+	set(&n.osType, u.osType)
+	set(&n.customScript, u.customScript)
+	set(&n.hostName, u.hostName)
+	if u.sockets != nil {
+		n.sockets = *u.sockets
+	}
+	if u.cores != nil {
+		n.cores = *u.cores
+	}
+	if u.threads != nil {
+		n.thr = *u.threads
+	}
+	if u.memory != nil {
+		n.memory = *u.memory
+	}
+	if u.guaranteed != nil {
+		n.guaranteed = *u.guaranteed
+	}
+	if u.maxMemory != nil {
+		n.maxMemory = *u.maxMemory
+	} else if u.memory != nil && n.maxMemory < n.memory {
+		n.maxMemory = 4 * n.memory
+	}
+	if n.name != v.name {
+		if !validName(n.name) {
+			return cannot(400, action, badNameWhy)
+		}
+		if inv.vmByExactName(n.name) != nil {
+			return cannot(400, action, dupNameWhy)
+		}
+	}
+	if aerr := validateShape(&n, action); aerr != nil {
+		return aerr
+	}
+	if n.name != v.name {
+		inv.unindexVMName(v)
+		v.name = n.name
+		inv.indexVMName(v)
+	}
+	v.comment, v.description, v.vmType, v.osType = n.comment, n.description, n.vmType, n.osType
+	v.customScript, v.hostName = n.customScript, n.hostName
+	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
+	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
+	return nil
+}
+
+// removeVM deletes a VM. Attached disks are deleted too unless detachOnly;
+// force skips the engine's validations (out-of-band delete).
+func (inv *inventory) removeVM(v *vm, detachOnly, force bool, now time.Time) *apiError {
+	const action = "remove VM"
+	if !force {
+		if aerr := vmLocked(v, now, action); aerr != nil {
+			return aerr
+		}
+		if v.status(now) != "down" {
+			return cannot(409, action, "VM is running.")
+		}
+		for _, d := range v.disks {
+			if d.status(now) == "locked" {
+				return cannot(409, action, diskLockedWhy)
+			}
+		}
+	}
+	for _, d := range v.disks {
+		if detachOnly {
+			d.vm = nil
+			d.active = false
+		} else {
+			inv.releaseDisk(d)
+		}
+	}
+	v.disks = nil
+	delete(inv.vms, v.id)
+	inv.unindexVMName(v)
+	return nil
+}
+
+func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
+	const action = "run VM"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr
+	}
+	if v.status(now) != "down" {
+		return cannot(409, action, "VM is running.")
+	}
+	v.power, v.phaseAt = phaseStarting, now
+	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
+	v.startTime = now
+	return nil
+}
+
+func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
+	const action = "stop VM"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr
+	}
+	if v.status(now) == "down" {
+		return cannot(409, action, "VM is not running.")
+	}
+	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	return nil
+}
+
+func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) *apiError {
+	const action = "shutdown VM"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr
+	}
+	switch v.status(now) {
+	case "down":
+		return cannot(409, action, "VM is not running.")
+	case "powering_down":
+		return nil
+	}
+	// With or without a guest agent: the engine falls back to ACPI.
+	v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, tm.PoweringDown, now.Add(tm.PoweringDown)
+	return nil
+}
+
+// diskEdit carries the editable disk fields; nil means unchanged.
+type diskEdit struct {
+	alias     *string
+	sizeBytes *int64
+	bootable  *bool
+	active    *bool
+	iface     *string
+}
+
+func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) *apiError {
+	const action = "edit Virtual Disk"
+	if d.template != nil {
+		return cannot(409, action, "The disk belongs to a template.")
+	}
+	if d.vm != nil {
+		if aerr := vmLocked(d.vm, now, action); aerr != nil {
+			return aerr
+		}
+	}
+	if d.status(now) == "locked" {
+		return cannot(409, action, diskLockedWhy)
+	}
+	var delta int64
+	if e.sizeBytes != nil {
+		if *e.sizeBytes < d.sizeBytes {
+			return cannot(400, action, "New disk size cannot be smaller than the current disk size.")
+		}
+		delta = ceilGiB(*e.sizeBytes) - d.sizeGB()
+		if delta > d.sd.freeGB {
+			return cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", d.sd.name))
+		}
+	}
+	if e.iface != nil && !slices.Contains(diskInterfaces, *e.iface) {
+		return &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk interface.", *e.iface)}
+	}
+	if e.bootable != nil && *e.bootable && d.vm != nil {
+		for _, o := range d.vm.disks {
+			if o != d && o.bootable {
+				return cannot(400, action, "The VM already has a bootable disk.")
+			}
+		}
+	}
+	if e.alias != nil {
+		d.alias = *e.alias
+	}
+	if e.bootable != nil {
+		d.bootable = *e.bootable
+	}
+	if e.active != nil {
+		d.active = *e.active
+	}
+	if e.iface != nil {
+		d.iface = *e.iface
+	}
+	if e.sizeBytes != nil && *e.sizeBytes != d.sizeBytes {
+		d.sizeBytes = *e.sizeBytes
+		inv.consume(d.sd, delta)
+		d.consumedGB += delta
+		d.lockedUntil = now.Add(tm.DiskLock)
+	}
+	return nil
+}
+
+// attachDisk attaches a floating disk; fresh skips the disk lock check for a
+// disk created by the same request.
+func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, active bool, now time.Time, fresh bool) *apiError {
+	const action = "attach Virtual Disk to VM"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr
+	}
+	if d.template != nil {
+		return cannot(409, action, "The disk belongs to a template.")
+	}
+	if d.vm != nil {
+		return cannot(409, action, fmt.Sprintf("The disk is already attached to VM %s.", d.vm.name))
+	}
+	if !fresh && d.status(now) == "locked" {
+		return cannot(409, action, diskLockedWhy)
+	}
+	if iface == "" {
+		iface = "virtio_scsi"
+	}
+	if !slices.Contains(diskInterfaces, iface) {
+		return &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk interface.", iface)}
+	}
+	if bootable {
+		for _, o := range v.disks {
+			if o.bootable {
+				return cannot(400, action, "The VM already has a bootable disk.")
+			}
+		}
+	}
+	if d.sd.dc != v.cluster.dc {
+		return cannot(400, action, "The disk's Storage Domain is not in the Data Center of the VM.")
+	}
+	d.vm, d.bootable, d.iface, d.active = v, bootable, iface, active
+	v.disks = append(v.disks, d)
+	return nil
+}
+
+// diskSpec describes a new disk (POST /disks or a full disk in POST diskattachments).
+type diskSpec struct {
+	alias, description, format string
+	sparse                     *bool
+	sizeBytes                  int64
+	sdID, sdName               string
+}
+
+func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk, *apiError) {
+	const action = "add Virtual Disk"
+	var missing []string
+	if sp.sizeBytes <= 0 {
+		missing = append(missing, "provisionedSize")
+	}
+	if sp.sdID == "" && sp.sdName == "" {
+		missing = append(missing, "storageDomains.id|name")
+	}
+	if len(missing) > 0 {
+		return nil, incomplete("Disk", missing, "add")
+	}
+	sd, aerr := inv.resolveSD(sp.sdID, sp.sdName)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := usableSD(sd, sd.dc, action); aerr != nil {
+		return nil, aerr
+	}
+	format := sp.format
+	if format == "" {
+		format = "cow"
+	}
+	if format != "cow" && format != "raw" {
+		return nil, &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk format (cow, raw).", format)}
+	}
+	sparse := format == "cow"
+	if sp.sparse != nil {
+		sparse = *sp.sparse
+	}
+	gb := ceilGiB(sp.sizeBytes)
+	if sd.freeGB < gb {
+		return nil, cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
+	}
+	d := &disk{id: inv.newID(), alias: sp.alias, description: sp.description, sizeBytes: sp.sizeBytes,
+		format: format, sparse: sparse, sd: sd, iface: "virtio_scsi", consumedGB: gb,
+		lockedUntil: now.Add(tm.DiskLock), created: now}
+	if d.alias == "" {
+		d.alias = "disk_" + d.id[:8]
+	}
+	inv.consume(sd, gb)
+	inv.disks[d.id] = d
+	return d, nil
+}
+
+// detachDisk makes an attached disk floating; force skips the lock checks.
+func (inv *inventory) detachDisk(v *vm, d *disk, force bool, now time.Time) *apiError {
+	const action = "detach Virtual Disk from VM"
+	if !force {
+		if aerr := vmLocked(v, now, action); aerr != nil {
+			return aerr
+		}
+		if d.status(now) == "locked" {
+			return cannot(409, action, diskLockedWhy)
+		}
+	}
+	v.disks = slices.DeleteFunc(v.disks, func(e *disk) bool { return e == d })
+	d.vm, d.active = nil, false
+	return nil
+}
+
+// deleteDisk removes a disk, detaching it first if attached.
+func (inv *inventory) deleteDisk(d *disk, now time.Time) *apiError {
+	const action = "remove Virtual Disk"
+	if d.template != nil {
+		return cannot(409, action, "The disk belongs to a template.")
+	}
+	if d.status(now) == "locked" {
+		return cannot(409, action, diskLockedWhy)
+	}
+	if v := d.vm; v != nil {
+		if aerr := vmLocked(v, now, action); aerr != nil {
+			return aerr
+		}
+		if d.active && v.status(now) != "down" {
+			return cannot(409, action, "Disk is plugged to a running VM.")
+		}
+		v.disks = slices.DeleteFunc(v.disks, func(e *disk) bool { return e == d })
+	}
+	inv.releaseDisk(d)
+	return nil
+}
+
+// nicSpec is a NIC add or update; empty fields mean "not given".
+type nicSpec struct {
+	name, profileID, iface, mac string
+	hasProfile                  bool
+	plugged, linked             *bool
+}
+
+func (inv *inventory) nicProfile(v *vm, sp *nicSpec, action string) (*vnicProfile, *apiError) {
+	if sp.profileID == "" {
+		return nil, nil // an empty profile: the NIC is unplugged from any network
+	}
+	p := inv.profile(sp.profileID)
+	if p == nil {
+		return nil, cannot(400, action, "The specified vNIC profile doesn't exist.")
+	}
+	if !slices.Contains(v.cluster.networks, p.net) {
+		return nil, cannot(400, action, fmt.Sprintf("Network %s is not attached to the Cluster %s of the VM.", p.net.name, v.cluster.name))
+	}
+	return p, nil
+}
+
+func validMAC(s string) bool {
+	hw, err := net.ParseMAC(s)
+	return err == nil && len(hw) == 6
+}
+
+func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError) {
+	const action = "add Interface"
+	if sp.name == "" {
+		return nil, incomplete("Nic", []string{"name"}, "add")
+	}
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return nil, aerr
+	}
+	for _, n := range v.nics {
+		if n.name == sp.name {
+			return nil, cannot(400, action, "Interface name is already in use.")
+		}
+	}
+	p, aerr := inv.nicProfile(v, sp, action)
+	if aerr != nil {
+		return nil, aerr
+	}
+	iface := sp.iface
+	if iface == "" {
+		iface = "virtio"
+	}
+	if !slices.Contains(nicInterfaces, iface) {
+		return nil, &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for NIC interface.", iface)}
+	}
+	if sp.mac != "" && !validMAC(sp.mac) {
+		return nil, cannot(400, action, "MAC Address "+sp.mac+" is invalid.")
+	}
+	n := inv.newNIC(v.cluster, sp.name, p, iface, strings.ToLower(sp.mac))
+	if sp.plugged != nil {
+		n.plugged = *sp.plugged
+	}
+	if sp.linked != nil {
+		n.linked = *sp.linked
+	}
+	v.nics = append(v.nics, n)
+	return n, nil
+}
+
+func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiError {
+	const action = "edit Interface"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr
+	}
+	if sp.name != "" && sp.name != n.name {
+		for _, o := range v.nics {
+			if o.name == sp.name {
+				return cannot(400, action, "Interface name is already in use.")
+			}
+		}
+	}
+	p := n.profile
+	if sp.hasProfile {
+		var aerr *apiError
+		if p, aerr = inv.nicProfile(v, sp, action); aerr != nil {
+			return aerr
+		}
+	}
+	if sp.iface != "" && !slices.Contains(nicInterfaces, sp.iface) {
+		return &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for NIC interface.", sp.iface)}
+	}
+	if sp.mac != "" && !validMAC(sp.mac) {
+		return cannot(400, action, "MAC Address "+sp.mac+" is invalid.")
+	}
+	if sp.name != "" {
+		n.name = sp.name
+	}
+	if sp.iface != "" {
+		n.iface = sp.iface
+	}
+	if sp.mac != "" {
+		n.mac = strings.ToLower(sp.mac)
+	}
+	if sp.plugged != nil {
+		n.plugged = *sp.plugged
+	}
+	if sp.linked != nil {
+		n.linked = *sp.linked
+	}
+	n.profile = p
+	return nil
+}
+
+func (inv *inventory) removeNIC(v *vm, n *nic, now time.Time) *apiError {
+	if aerr := vmLocked(v, now, "remove Interface"); aerr != nil {
+		return aerr
+	}
+	v.nics = slices.DeleteFunc(v.nics, func(e *nic) bool { return e == n })
+	return nil
+}

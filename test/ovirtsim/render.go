@@ -1,0 +1,513 @@
+package ovirtsim
+
+import (
+	"encoding/xml"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	ovirtsdk "github.com/ovirt/go-ovirt"
+)
+
+// esc XML-escapes text. go-ovirt's XMLWriter.WriteCharacter writes element
+// text verbatim (it escapes attributes only), so every free-text value must
+// be escaped before it goes into an SDK object that the SDK writer renders.
+func esc(s string) string {
+	clean := utf8.ValidString(s)
+	for i := 0; clean && i < len(s); i++ {
+		c := s[i]
+		if c == '&' || c == '<' || c == '>' || c == '\r' || (c < 0x20 && c != '\t' && c != '\n') {
+			clean = false
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s)) // a strings.Builder never fails
+	return b.String()
+}
+
+// renderCtx holds what a rendering needs beyond the inventory.
+type renderCtx struct {
+	now        time.Time
+	guestAgent bool
+	follow     map[string]bool
+	allContent bool
+}
+
+func (rc *renderCtx) follows(k string) bool { return rc.follow[k] }
+
+func vmRef(id string) *ovirtsdk.Vm {
+	v := &ovirtsdk.Vm{}
+	v.SetId(id)
+	return v
+}
+
+func templateRef(id string) *ovirtsdk.Template {
+	t := &ovirtsdk.Template{}
+	t.SetId(id)
+	return t
+}
+
+func clusterRef(id string) *ovirtsdk.Cluster {
+	c := &ovirtsdk.Cluster{}
+	c.SetId(id)
+	return c
+}
+
+func dcRef(id string) *ovirtsdk.DataCenter {
+	d := &ovirtsdk.DataCenter{}
+	d.SetId(id)
+	return d
+}
+
+func sdRef(id string) *ovirtsdk.StorageDomain {
+	s := &ovirtsdk.StorageDomain{}
+	s.SetId(id)
+	return s
+}
+
+func networkRef(id string) *ovirtsdk.Network {
+	n := &ovirtsdk.Network{}
+	n.SetId(id)
+	return n
+}
+
+func diskRef(id string) *ovirtsdk.Disk {
+	d := &ovirtsdk.Disk{}
+	d.SetId(id)
+	return d
+}
+
+func clusterVersion() *ovirtsdk.Version {
+	v := &ovirtsdk.Version{}
+	v.SetMajor(4)
+	v.SetMinor(7)
+	return v
+}
+
+func topology(s, c, t int) *ovirtsdk.Cpu {
+	tp := &ovirtsdk.CpuTopology{}
+	tp.SetSockets(int64(s))
+	tp.SetCores(int64(c))
+	tp.SetThreads(int64(t))
+	cpu := &ovirtsdk.Cpu{}
+	cpu.SetTopology(tp)
+	cpu.SetArchitecture(ovirtsdk.ARCHITECTURE_X86_64)
+	return cpu
+}
+
+func memPolicy(guaranteed, maxMem int64) *ovirtsdk.MemoryPolicy {
+	mp := &ovirtsdk.MemoryPolicy{}
+	mp.SetGuaranteed(guaranteed)
+	mp.SetMax(maxMem)
+	mp.SetBallooning(true)
+	return mp
+}
+
+func osType(t string) *ovirtsdk.OperatingSystem {
+	o := &ovirtsdk.OperatingSystem{}
+	o.SetType(esc(t))
+	return o
+}
+
+func renderAPI(inv *inventory, now time.Time) *ovirtsdk.Api {
+	api := &ovirtsdk.Api{}
+	pi := &ovirtsdk.ProductInfo{}
+	pi.SetName("oVirt Engine")
+	pi.SetVendor("ovirt.org")
+	pi.SetInstanceId("00000000-0000-0000-0000-0000000051a7")
+	v := &ovirtsdk.Version{}
+	v.SetMajor(4)
+	v.SetMinor(5)
+	v.SetBuild(5)
+	v.SetRevision(1)
+	v.SetFullVersion("4.5.5-1.el8")
+	pi.SetVersion(v)
+	api.SetProductInfo(pi)
+	var up int64
+	for _, vm := range inv.vms {
+		if vm.status(now) == "up" {
+			up++
+		}
+	}
+	var sdActive int64
+	for _, sd := range inv.sds {
+		if sd.status == "active" {
+			sdActive++
+		}
+	}
+	item := func(active, total int64) *ovirtsdk.ApiSummaryItem {
+		i := &ovirtsdk.ApiSummaryItem{}
+		i.SetActive(active)
+		i.SetTotal(total)
+		return i
+	}
+	sum := &ovirtsdk.ApiSummary{}
+	sum.SetVms(item(up, int64(len(inv.vms))))
+	sum.SetHosts(item(0, 0))
+	sum.SetStorageDomains(item(sdActive, int64(len(inv.sds))))
+	sum.SetUsers(item(1, 1))
+	api.SetSummary(sum)
+	so := &ovirtsdk.SpecialObjects{}
+	so.SetBlankTemplate(templateRef(blankTemplateID))
+	api.SetSpecialObjects(so)
+	api.SetTime(now)
+	return api
+}
+
+func renderDC(dc *dataCenter) *ovirtsdk.DataCenter {
+	d := &ovirtsdk.DataCenter{}
+	d.SetId(dc.id)
+	d.SetName(esc(dc.name))
+	d.SetStatus(ovirtsdk.DATACENTERSTATUS_UP)
+	d.SetLocal(false)
+	d.SetStorageFormat(ovirtsdk.STORAGEFORMAT_V5)
+	d.SetVersion(clusterVersion())
+	return d
+}
+
+func renderCluster(c *cluster) *ovirtsdk.Cluster {
+	o := &ovirtsdk.Cluster{}
+	o.SetId(c.id)
+	o.SetName(esc(c.name))
+	o.SetDataCenter(dcRef(c.dc.id))
+	o.SetVersion(clusterVersion())
+	cpu := &ovirtsdk.Cpu{}
+	cpu.SetArchitecture(ovirtsdk.ARCHITECTURE_X86_64)
+	cpu.SetType("Secure Intel Cascadelake Server Family")
+	o.SetCpu(cpu)
+	if len(c.networks) > 0 {
+		o.SetManagementNetwork(networkRef(c.networks[0].id))
+	}
+	return o
+}
+
+func renderNetwork(n *network, cl *cluster) *ovirtsdk.Network {
+	o := &ovirtsdk.Network{}
+	o.SetId(n.id)
+	o.SetName(esc(n.name))
+	o.SetDataCenter(dcRef(n.dc.id))
+	o.SetMtu(0)
+	o.SetStp(false)
+	if cl != nil {
+		o.SetCluster(clusterRef(cl.id))
+		o.SetStatus(ovirtsdk.NETWORKSTATUS_OPERATIONAL)
+		o.SetRequired(true)
+	}
+	return o
+}
+
+func renderProfile(p *vnicProfile) *ovirtsdk.VnicProfile {
+	o := &ovirtsdk.VnicProfile{}
+	o.SetId(p.id)
+	o.SetName(esc(p.name))
+	o.SetNetwork(networkRef(p.net.id))
+	o.SetPortMirroring(false)
+	return o
+}
+
+func renderSD(sd *storageDomain) *ovirtsdk.StorageDomain {
+	o := &ovirtsdk.StorageDomain{}
+	o.SetId(sd.id)
+	o.SetName(esc(sd.name))
+	o.SetType(ovirtsdk.StorageDomainType(sd.typ))
+	o.SetStatus(ovirtsdk.StorageDomainStatus(esc(sd.status)))
+	o.SetExternalStatus(ovirtsdk.EXTERNALSTATUS_OK)
+	o.SetAvailable(max(sd.freeGB, 0) * gib)
+	o.SetUsed(sd.usedGB * gib)
+	o.SetCommitted(sd.usedGB * gib)
+	o.SetStorageFormat(ovirtsdk.STORAGEFORMAT_V5)
+	o.SetMaster(false)
+	dcs := &ovirtsdk.DataCenterSlice{}
+	dcs.SetSlice([]*ovirtsdk.DataCenter{dcRef(sd.dc.id)})
+	o.SetDataCenters(dcs)
+	o.SetWarningLowSpaceIndicator(10)
+	o.SetCriticalSpaceActionBlocker(5)
+	return o
+}
+
+func renderDisk(d *disk, now time.Time) *ovirtsdk.Disk {
+	o := &ovirtsdk.Disk{}
+	o.SetId(d.id)
+	o.SetName(esc(d.alias))
+	o.SetAlias(esc(d.alias))
+	if d.description != "" {
+		o.SetDescription(esc(d.description))
+	}
+	o.SetProvisionedSize(d.sizeBytes)
+	actual := d.consumedGB * gib
+	if actual == 0 {
+		actual = 200 * mib
+	}
+	o.SetActualSize(actual)
+	o.SetTotalSize(actual)
+	o.SetFormat(ovirtsdk.DiskFormat(d.format))
+	if d.format == "cow" {
+		o.SetQcowVersion(ovirtsdk.QCOWVERSION_QCOW2_V3)
+	}
+	o.SetSparse(d.sparse)
+	o.SetStatus(ovirtsdk.DiskStatus(d.status(now)))
+	o.SetStorageType(ovirtsdk.DISKSTORAGETYPE_IMAGE)
+	o.SetContentType(ovirtsdk.DISKCONTENTTYPE_DATA)
+	o.SetShareable(false)
+	o.SetWipeAfterDelete(false)
+	o.SetPropagateErrors(false)
+	sds := &ovirtsdk.StorageDomainSlice{}
+	sds.SetSlice([]*ovirtsdk.StorageDomain{sdRef(d.sd.id)})
+	o.SetStorageDomains(sds)
+	return o
+}
+
+func renderAttachment(d *disk, withDisk bool, now time.Time) *ovirtsdk.DiskAttachment {
+	o := &ovirtsdk.DiskAttachment{}
+	o.SetId(d.id)
+	o.SetActive(d.active)
+	o.SetBootable(d.bootable)
+	o.SetInterface(ovirtsdk.DiskInterface(d.iface))
+	o.SetPassDiscard(false)
+	o.SetReadOnly(false)
+	o.SetUsesScsiReservation(false)
+	if withDisk {
+		o.SetDisk(renderDisk(d, now))
+	} else {
+		o.SetDisk(diskRef(d.id))
+	}
+	switch {
+	case d.vm != nil:
+		o.SetVm(vmRef(d.vm.id))
+	case d.template != nil:
+		o.SetTemplate(templateRef(d.template.id))
+	}
+	return o
+}
+
+func renderAttachments(ds []*disk, withDisk bool, now time.Time) *ovirtsdk.DiskAttachmentSlice {
+	out := make([]*ovirtsdk.DiskAttachment, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, renderAttachment(d, withDisk, now))
+	}
+	s := &ovirtsdk.DiskAttachmentSlice{}
+	s.SetSlice(out)
+	return s
+}
+
+func mac(addr string) *ovirtsdk.Mac {
+	m := &ovirtsdk.Mac{}
+	m.SetAddress(addr)
+	return m
+}
+
+// linkLocal derives the EUI-64 IPv6 link-local address of a MAC.
+func linkLocal(macAddr string) string {
+	hw, err := net.ParseMAC(macAddr)
+	if err != nil || len(hw) != 6 {
+		return "fe80::1"
+	}
+	ip := net.IP{0xfe, 0x80, 0, 0, 0, 0, 0, 0, hw[0] ^ 0x02, hw[1], hw[2], 0xff, 0xfe, hw[3], hw[4], hw[5]}
+	return ip.String()
+}
+
+func renderReportedDevice(v *vm, n *nic, idx int) *ovirtsdk.ReportedDevice {
+	o := &ovirtsdk.ReportedDevice{}
+	o.SetId(n.rdID)
+	o.SetName("eth" + strconv.Itoa(idx))
+	o.SetType(ovirtsdk.REPORTEDDEVICETYPE_NETWORK)
+	o.SetMac(mac(n.mac))
+	v4 := &ovirtsdk.Ip{}
+	v4.SetAddress(net.IP(n.ipv4[:]).String())
+	v4.SetVersion(ovirtsdk.IPVERSION_V4)
+	v6 := &ovirtsdk.Ip{}
+	v6.SetAddress(linkLocal(n.mac))
+	v6.SetVersion(ovirtsdk.IPVERSION_V6)
+	ips := &ovirtsdk.IpSlice{}
+	ips.SetSlice([]*ovirtsdk.Ip{v4, v6})
+	o.SetIps(ips)
+	o.SetVm(vmRef(v.id))
+	return o
+}
+
+// reportedDevices lists what the guest agent reports: one device per plugged
+// NIC once the VM has been up for GuestAgentDelay, nothing otherwise. only
+// restricts the list to one NIC.
+func reportedDevices(v *vm, rc *renderCtx, only *nic) *ovirtsdk.ReportedDeviceSlice {
+	var out []*ovirtsdk.ReportedDevice
+	if v.reportsIPs(rc.now, rc.guestAgent) {
+		idx := 0
+		for _, n := range v.nics {
+			if !n.plugged {
+				continue
+			}
+			if only == nil || only == n {
+				out = append(out, renderReportedDevice(v, n, idx))
+			}
+			idx++
+		}
+	}
+	s := &ovirtsdk.ReportedDeviceSlice{}
+	s.SetSlice(out)
+	return s
+}
+
+func (n *nic) ipString() string { return net.IP(n.ipv4[:]).String() }
+
+func renderNIC(v *vm, n *nic, rc *renderCtx, withRD bool) *ovirtsdk.Nic {
+	o := &ovirtsdk.Nic{}
+	o.SetId(n.id)
+	o.SetName(esc(n.name))
+	o.SetInterface(ovirtsdk.NicInterface(n.iface))
+	o.SetLinked(n.linked)
+	o.SetPlugged(n.plugged)
+	o.SetMac(mac(n.mac))
+	if n.profile != nil {
+		p := &ovirtsdk.VnicProfile{}
+		p.SetId(n.profile.id)
+		o.SetVnicProfile(p)
+	}
+	o.SetVm(vmRef(v.id))
+	if withRD {
+		o.SetReportedDevices(reportedDevices(v, rc, n))
+	}
+	return o
+}
+
+func renderNICs(v *vm, rc *renderCtx, withRD bool) *ovirtsdk.NicSlice {
+	out := make([]*ovirtsdk.Nic, 0, len(v.nics))
+	for _, n := range v.nics {
+		out = append(out, renderNIC(v, n, rc, withRD))
+	}
+	s := &ovirtsdk.NicSlice{}
+	s.SetSlice(out)
+	return s
+}
+
+// renderVM renders a VM; status overrides the computed status when not empty.
+func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
+	o := &ovirtsdk.Vm{}
+	o.SetId(v.id)
+	o.SetName(esc(v.name))
+	if status == "" {
+		status = v.status(rc.now)
+	}
+	o.SetStatus(ovirtsdk.VmStatus(status))
+	o.SetCluster(clusterRef(v.cluster.id))
+	if v.clone {
+		o.SetTemplate(templateRef(blankTemplateID))
+	} else {
+		o.SetTemplate(templateRef(v.template.id))
+	}
+	o.SetOriginalTemplate(templateRef(v.template.id))
+	o.SetComment(esc(v.comment))
+	o.SetDescription(esc(v.description))
+	o.SetCpu(topology(v.sockets, v.cores, v.thr))
+	o.SetMemory(v.memory)
+	o.SetMemoryPolicy(memPolicy(v.guaranteed, v.maxMemory))
+	o.SetType(ovirtsdk.VmType(v.vmType))
+	o.SetOs(osType(v.osType))
+	o.SetCreationTime(v.created)
+	o.SetOrigin("ovirt")
+	o.SetStateless(false)
+	o.SetDeleteProtected(false)
+	o.SetRunOnce(false)
+	if !v.startTime.IsZero() {
+		o.SetStartTime(v.startTime)
+	}
+	if !v.stopTime.IsZero() && status == "down" {
+		o.SetStopTime(v.stopTime)
+	}
+	if rc.allContent && (v.customScript != "" || v.hostName != "") {
+		in := &ovirtsdk.Initialization{}
+		if v.customScript != "" {
+			in.SetCustomScript(esc(v.customScript))
+		}
+		if v.hostName != "" {
+			in.SetHostName(esc(v.hostName))
+		}
+		o.SetInitialization(in)
+	}
+	if rc.follows("disk_attachments") || rc.follows("disk_attachments.disk") {
+		o.SetDiskAttachments(renderAttachments(v.disks, rc.follows("disk_attachments.disk"), rc.now))
+	}
+	if rc.follows("nics") || rc.follows("nics.reported_devices") {
+		o.SetNics(renderNICs(v, rc, rc.follows("nics.reported_devices")))
+	}
+	if rc.follows("reported_devices") {
+		o.SetReportedDevices(reportedDevices(v, rc, nil))
+	}
+	return o
+}
+
+func renderTemplate(inv *inventory, t *template, rc *renderCtx) *ovirtsdk.Template {
+	o := &ovirtsdk.Template{}
+	o.SetId(t.id)
+	o.SetName(esc(t.name))
+	o.SetStatus(ovirtsdk.TemplateStatus(t.status))
+	if t.cluster != nil {
+		o.SetCluster(clusterRef(t.cluster.id))
+	}
+	tv := &ovirtsdk.TemplateVersion{}
+	tv.SetBaseTemplate(templateRef(inv.baseTemplate(t).id))
+	tv.SetVersionNumber(int64(t.version))
+	if t.version == 1 {
+		tv.SetVersionName("base version")
+	}
+	o.SetVersion(tv)
+	o.SetCpu(topology(t.sockets, t.cores, t.threads))
+	o.SetMemory(t.memoryMB * mib)
+	o.SetMemoryPolicy(memPolicy(t.memoryMB*mib, 4*t.memoryMB*mib))
+	o.SetOs(osType(t.osType))
+	o.SetType(ovirtsdk.VMTYPE_SERVER)
+	o.SetCreationTime(t.created)
+	o.SetOrigin("ovirt")
+	if t == inv.blank {
+		o.SetDescription("Blank template")
+	}
+	if rc.follows("disk_attachments") || rc.follows("disk_attachments.disk") {
+		o.SetDiskAttachments(renderAttachments(t.disks, rc.follows("disk_attachments.disk"), rc.now))
+	}
+	if rc.follows("nics") {
+		o.SetNics(renderTemplateNICs(t))
+	}
+	return o
+}
+
+func renderTemplateNICs(t *template) *ovirtsdk.NicSlice {
+	out := make([]*ovirtsdk.Nic, 0, len(t.nics))
+	for _, n := range t.nics {
+		o := &ovirtsdk.Nic{}
+		o.SetId(n.id)
+		o.SetName(esc(n.name))
+		o.SetInterface(ovirtsdk.NICINTERFACE_VIRTIO)
+		o.SetLinked(true)
+		o.SetPlugged(true)
+		p := &ovirtsdk.VnicProfile{}
+		p.SetId(n.profile.id)
+		o.SetVnicProfile(p)
+		o.SetTemplate(templateRef(t.id))
+		out = append(out, o)
+	}
+	s := &ovirtsdk.NicSlice{}
+	s.SetSlice(out)
+	return s
+}
+
+func renderJob(j *job, now time.Time) *ovirtsdk.Job {
+	o := &ovirtsdk.Job{}
+	o.SetId(j.id)
+	o.SetDescription(esc(j.description))
+	st := j.status(now)
+	o.SetStatus(ovirtsdk.JobStatus(st))
+	o.SetStartTime(j.start)
+	if st == "finished" {
+		o.SetEndTime(j.end)
+		o.SetLastUpdated(j.end)
+	} else {
+		o.SetLastUpdated(j.start)
+	}
+	o.SetExternal(false)
+	o.SetAutoCleared(true)
+	return o
+}

@@ -1,0 +1,368 @@
+package ovirtsim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration
+// string such as "1h30m" or "250ms". Reading also accepts a JSON number of
+// nanoseconds.
+type Duration time.Duration
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string ("30s") or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return fmt.Errorf("duration: %w", err)
+		}
+		if s == "" {
+			*d = 0
+			return nil
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("duration %s: want a string such as \"30s\" or integer nanoseconds: %w", b, err)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// Cluster is an oVirt cluster in the seed inventory.
+type Cluster struct {
+	// Name is the cluster name, unique in the engine.
+	Name string `json:"name"`
+	// DataCenter is the name of the data center the cluster belongs to. Default "Default".
+	DataCenter string `json:"data_center,omitempty"`
+	// Networks lists the logical networks attached to the cluster. Default ["ovirtmgmt"].
+	Networks []string `json:"networks,omitempty"`
+}
+
+// StorageDomain is an oVirt storage domain in the seed inventory.
+type StorageDomain struct {
+	// Name is the storage domain name, unique in the engine.
+	Name string `json:"name"`
+	// DataCenter is the data center the domain is attached to. Default "Default".
+	DataCenter string `json:"data_center,omitempty"`
+	// FreeGB is the free space in GiB. Cloned disks consume it. Zero means full.
+	FreeGB int64 `json:"free_gb"`
+	// Type is the domain type: "data" (default), "iso" or "export". Only data domains hold VM disks.
+	Type string `json:"type,omitempty"`
+	// Status is "active" (default); anything else ("maintenance", "inactive", ...) makes the domain unusable.
+	Status string `json:"status,omitempty"`
+}
+
+// TemplateDisk is one disk of a template.
+type TemplateDisk struct {
+	// Alias is the disk alias; VMs created from the template inherit it.
+	Alias string `json:"alias"`
+	// SizeGB is the provisioned size in GiB. Required.
+	SizeGB int64 `json:"size_gb"`
+	// Format is "cow" (default) or "raw".
+	Format string `json:"format,omitempty"`
+	// StorageDomain is the name of the domain holding the disk. Default: the first active data domain of the template's data center.
+	StorageDomain string `json:"storage_domain,omitempty"`
+	// Bootable marks the OS disk.
+	Bootable bool `json:"bootable,omitempty"`
+	// Interface is the attachment interface: "virtio_scsi" (default), "virtio", "ide" or "sata".
+	Interface string `json:"interface,omitempty"`
+}
+
+// Template is an oVirt template in the seed inventory.
+type Template struct {
+	// Name is the template name. Several versions may share one name.
+	Name string `json:"name"`
+	// Cluster is the name of the cluster the template was created in. Default: the first cluster.
+	Cluster string `json:"cluster,omitempty"`
+	// Version is the template version number. Default 1.
+	Version int `json:"version,omitempty"`
+	// OSType is the operating system type, e.g. "rhcos_x64" or "other_linux". Default "other_linux".
+	OSType string `json:"os_type,omitempty"`
+	// Sockets is the number of CPU sockets. Default 1.
+	Sockets int `json:"sockets,omitempty"`
+	// Cores is the number of cores per socket. Default 1.
+	Cores int `json:"cores,omitempty"`
+	// Threads is the number of threads per core. Default 1.
+	Threads int `json:"threads,omitempty"`
+	// MemoryMB is the memory in MiB. Default 1024.
+	MemoryMB int64 `json:"memory_mb,omitempty"`
+	// Disks are the template disks, copied into every VM created from the template.
+	Disks []TemplateDisk `json:"disks,omitempty"`
+	// Status is "ok" (default), "locked" or "illegal".
+	Status string `json:"status,omitempty"`
+}
+
+// VnicProfile is a vNIC profile in the seed inventory.
+type VnicProfile struct {
+	// Name is the profile name; the same name may exist in several data centers.
+	Name string `json:"name"`
+	// Network is the name of the logical network of the profile.
+	Network string `json:"network"`
+	// DataCenter is the data center of the network. Default "Default".
+	DataCenter string `json:"data_center,omitempty"`
+}
+
+// Timings are the simulated durations of the engine's asynchronous work.
+// All default to zero: transitions then happen on the next read.
+type Timings struct {
+	// ImageLock is how long a new VM stays image_locked with locked disks (clone=true takes CloneFactor times as long).
+	ImageLock time.Duration
+	// CloneFactor multiplies ImageLock for clone=true. Default 1.
+	CloneFactor float64
+	// DiskLock is how long a disk stays locked after a resize or creation.
+	DiskLock time.Duration
+	// WaitForLaunch is how long a started VM stays in wait_for_launch.
+	WaitForLaunch time.Duration
+	// PoweringUp is how long it then stays in powering_up before up.
+	PoweringUp time.Duration
+	// PoweringDown is how long a shut-down VM stays in powering_down (stop is immediate).
+	PoweringDown time.Duration
+	// GuestAgentDelay is how long after up the guest agent starts reporting IPs.
+	GuestAgentDelay time.Duration
+}
+
+type timingsJSON struct {
+	ImageLock       Duration `json:"image_lock,omitempty"`
+	CloneFactor     float64  `json:"clone_factor,omitempty"`
+	DiskLock        Duration `json:"disk_lock,omitempty"`
+	WaitForLaunch   Duration `json:"wait_for_launch,omitempty"`
+	PoweringUp      Duration `json:"powering_up,omitempty"`
+	PoweringDown    Duration `json:"powering_down,omitempty"`
+	GuestAgentDelay Duration `json:"guest_agent_delay,omitempty"`
+}
+
+// MarshalJSON writes the durations as strings with lower_snake keys.
+func (t Timings) MarshalJSON() ([]byte, error) {
+	return json.Marshal(timingsJSON{
+		ImageLock: Duration(t.ImageLock), CloneFactor: t.CloneFactor, DiskLock: Duration(t.DiskLock),
+		WaitForLaunch: Duration(t.WaitForLaunch), PoweringUp: Duration(t.PoweringUp),
+		PoweringDown: Duration(t.PoweringDown), GuestAgentDelay: Duration(t.GuestAgentDelay),
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Timings) UnmarshalJSON(b []byte) error {
+	var j timingsJSON
+	if err := strictUnmarshal(b, &j); err != nil {
+		return fmt.Errorf("timings: %w", err)
+	}
+	*t = Timings{
+		ImageLock: j.ImageLock.Std(), CloneFactor: j.CloneFactor, DiskLock: j.DiskLock.Std(),
+		WaitForLaunch: j.WaitForLaunch.Std(), PoweringUp: j.PoweringUp.Std(),
+		PoweringDown: j.PoweringDown.Std(), GuestAgentDelay: j.GuestAgentDelay.Std(),
+	}
+	return nil
+}
+
+// LatencyRule adds a delay to matching requests. The first matching rule wins.
+type LatencyRule struct {
+	// Method is the HTTP method to match; "" matches any.
+	Method string
+	// Path is the path template relative to /ovirt-engine/api, e.g. "/vms/{id}"; "" matches any.
+	// The API root is "/", the SSO token endpoint is "/sso/oauth/token".
+	Path string
+	// Min and Max bound the delay; it is uniform in [Min, Max] and deterministic from the random seed.
+	Min, Max time.Duration
+}
+
+type latencyJSON struct {
+	Method string   `json:"method,omitempty"`
+	Path   string   `json:"path,omitempty"`
+	Min    Duration `json:"min,omitempty"`
+	Max    Duration `json:"max,omitempty"`
+}
+
+// MarshalJSON writes the durations as strings with lower_snake keys.
+func (l LatencyRule) MarshalJSON() ([]byte, error) {
+	return json.Marshal(latencyJSON{Method: l.Method, Path: l.Path, Min: Duration(l.Min), Max: Duration(l.Max)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (l *LatencyRule) UnmarshalJSON(b []byte) error {
+	var j latencyJSON
+	if err := strictUnmarshal(b, &j); err != nil {
+		return fmt.Errorf("latency rule: %w", err)
+	}
+	*l = LatencyRule{Method: j.Method, Path: j.Path, Min: j.Min.Std(), Max: j.Max.Std()}
+	return nil
+}
+
+// FaultRule makes matching requests fail, or hang. Rules are tried in order;
+// the first one that fires decides the answer.
+type FaultRule struct {
+	// Method is the HTTP method to match; "" matches any.
+	Method string
+	// Path is the path template (see LatencyRule.Path); "" matches any.
+	Path string
+	// Status is the HTTP status to answer with, e.g. 500, 503, 409 or 401 (401 answers like an expired token).
+	// With Hang > 0, Status 0 means "answer normally after the hang".
+	Status int
+	// Rate is the probability in (0, 1] that a matching request fires the rule; 0 means 1 (always).
+	// Decisions are deterministic from the random seed and the rule's sequence of matching requests.
+	Rate float64
+	// Count limits how many times the rule fires; 0 means unlimited.
+	Count int
+	// Hang holds the request this long (or until the client goes away) before answering.
+	Hang time.Duration
+	// Detail is the fault detail text; a default is used when empty.
+	Detail string
+}
+
+type faultJSON struct {
+	Method string   `json:"method,omitempty"`
+	Path   string   `json:"path,omitempty"`
+	Status int      `json:"status,omitempty"`
+	Rate   float64  `json:"rate,omitempty"`
+	Count  int      `json:"count,omitempty"`
+	Hang   Duration `json:"hang,omitempty"`
+	Detail string   `json:"detail,omitempty"`
+}
+
+// MarshalJSON writes the hang duration as a string with lower_snake keys.
+func (f FaultRule) MarshalJSON() ([]byte, error) {
+	return json.Marshal(faultJSON{Method: f.Method, Path: f.Path, Status: f.Status, Rate: f.Rate,
+		Count: f.Count, Hang: Duration(f.Hang), Detail: f.Detail})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *FaultRule) UnmarshalJSON(b []byte) error {
+	var j faultJSON
+	if err := strictUnmarshal(b, &j); err != nil {
+		return fmt.Errorf("fault rule: %w", err)
+	}
+	*f = FaultRule{Method: j.Method, Path: j.Path, Status: j.Status, Rate: j.Rate, Count: j.Count,
+		Hang: j.Hang.Std(), Detail: j.Detail}
+	return nil
+}
+
+// Seed is the complete configuration of a simulator: inventory, credentials,
+// timings, latency, faults and the random seed. It is also the JSON seed-file
+// format (see docs/ovirtsim.md).
+type Seed struct {
+	// Clusters are the oVirt clusters.
+	Clusters []Cluster `json:"clusters,omitempty"`
+	// StorageDomains are the storage domains.
+	StorageDomains []StorageDomain `json:"storage_domains,omitempty"`
+	// Templates are the VM templates (the Blank template always exists in addition).
+	Templates []Template `json:"templates,omitempty"`
+	// VnicProfiles are the vNIC profiles.
+	VnicProfiles []VnicProfile `json:"vnic_profiles,omitempty"`
+	// Username is the SSO user name. Default "admin@internal".
+	Username string `json:"username,omitempty"`
+	// Password is the SSO password. Default "secret".
+	Password string `json:"password,omitempty"`
+	// TokenTTL is how long an SSO token stays valid. Default 1h; negative means forever.
+	TokenTTL Duration `json:"token_ttl,omitempty"`
+	// Timings are the durations of asynchronous engine work.
+	Timings Timings `json:"timings,omitzero"`
+	// Latency rules delay matching requests.
+	Latency []LatencyRule `json:"latency,omitempty"`
+	// Faults rules make matching requests fail or hang.
+	Faults []FaultRule `json:"faults,omitempty"`
+	// RandomSeed seeds ids, MAC addresses, fault decisions and latencies. Default 1.
+	RandomSeed int64 `json:"random_seed,omitempty"`
+	// NoGuestAgent disables the guest agent: running VMs report no IP addresses.
+	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
+}
+
+// LoadSeed reads a JSON seed file. Unknown fields are an error, so typos do
+// not go unnoticed. Defaults are applied later, by Build.
+func LoadSeed(path string) (*Seed, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading seed: %w", err)
+	}
+	var s Seed
+	if err := strictUnmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("parsing seed %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("json: %w", err)
+	}
+	return nil
+}
+
+// DemoSeed returns the inventory used by the demo and by `go run
+// ./test/ovirtsim/cmd/ovirtsim` without --seed. The same content is committed
+// as test/ovirtsim/seeds/demo.json.
+func DemoSeed() *Seed {
+	return &Seed{
+		Clusters: []Cluster{
+			{Name: "Default", DataCenter: "Default", Networks: []string{"ovirtmgmt"}},
+			{Name: "Secondary", DataCenter: "Default", Networks: []string{"ovirtmgmt"}},
+		},
+		StorageDomains: []StorageDomain{
+			{Name: "data", DataCenter: "Default", FreeGB: 1000, Type: "data", Status: "active"},
+			{Name: "fast", DataCenter: "Default", FreeGB: 500, Type: "data", Status: "active"},
+		},
+		Templates: []Template{
+			{
+				Name: "rhcos-4.14", Cluster: "Default", Version: 1, OSType: "rhcos_x64",
+				Sockets: 1, Cores: 4, Threads: 1, MemoryMB: 8192, Status: "ok",
+				Disks: []TemplateDisk{{Alias: "rhcos-4.14_Disk1", SizeGB: 16, Format: "cow",
+					StorageDomain: "data", Bootable: true, Interface: "virtio_scsi"}},
+			},
+			{
+				Name: "ubuntu-22.04", Cluster: "Default", Version: 1, OSType: "other_linux",
+				Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096, Status: "ok",
+				Disks: []TemplateDisk{{Alias: "ubuntu-22.04_Disk1", SizeGB: 10, Format: "cow",
+					StorageDomain: "data", Bootable: true, Interface: "virtio_scsi"}},
+			},
+		},
+		VnicProfiles: []VnicProfile{{Name: "ovirtmgmt", Network: "ovirtmgmt", DataCenter: "Default"}},
+		Username:     "admin@internal",
+		Password:     "secret",
+		TokenTTL:     Duration(time.Hour),
+		RandomSeed:   1,
+	}
+}
+
+// clone returns a deep copy of s.
+func (s *Seed) clone() *Seed {
+	c := *s
+	c.Clusters = make([]Cluster, len(s.Clusters))
+	for i, cl := range s.Clusters {
+		cl.Networks = append([]string(nil), cl.Networks...)
+		c.Clusters[i] = cl
+	}
+	c.StorageDomains = append([]StorageDomain(nil), s.StorageDomains...)
+	c.Templates = make([]Template, len(s.Templates))
+	for i, t := range s.Templates {
+		t.Disks = append([]TemplateDisk(nil), t.Disks...)
+		c.Templates[i] = t
+	}
+	c.VnicProfiles = append([]VnicProfile(nil), s.VnicProfiles...)
+	c.Latency = append([]LatencyRule(nil), s.Latency...)
+	c.Faults = append([]FaultRule(nil), s.Faults...)
+	return &c
+}

@@ -1,0 +1,118 @@
+package ovirtsim_test
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+var update = flag.Bool("update", false, "rewrite seeds/demo.json from DemoSeed()")
+
+func TestDemoSeedFileEqualsDemoSeed(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join("seeds", "demo.json")
+	if *update {
+		b, err := json.MarshalIndent(ovirtsim.DemoSeed(), "", "  ")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(os.WriteFile(path, append(b, '\n'), 0o644)).To(Succeed())
+	}
+	s, err := ovirtsim.LoadSeed(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s).To(Equal(ovirtsim.DemoSeed()), "run go test ./test/ovirtsim -run TestDemoSeedFile -update")
+}
+
+func TestSeedJSONRoundTripsDurationsAsStrings(t *testing.T) {
+	g := NewWithT(t)
+	in := &ovirtsim.Seed{
+		TokenTTL: ovirtsim.Duration(90 * time.Second),
+		Timings:  ovirtsim.Timings{ImageLock: 2 * time.Second, CloneFactor: 3, GuestAgentDelay: 5 * time.Second},
+		Latency:  []ovirtsim.LatencyRule{{Method: "GET", Path: "/vms/{id}", Min: time.Millisecond, Max: 3 * time.Millisecond}},
+		Faults:   []ovirtsim.FaultRule{{Method: "POST", Path: "/vms", Status: 500, Rate: 0.5, Count: 2, Hang: time.Second, Detail: "boom"}},
+	}
+	b, err := json.Marshal(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring(`"token_ttl":"1m30s"`))
+	g.Expect(string(b)).To(ContainSubstring(`"image_lock":"2s"`))
+	g.Expect(string(b)).To(ContainSubstring(`"hang":"1s"`))
+	g.Expect(string(b)).To(ContainSubstring(`"min":"1ms"`))
+	var out ovirtsim.Seed
+	g.Expect(json.Unmarshal(b, &out)).To(Succeed())
+	g.Expect(&out).To(Equal(in))
+
+	// Numbers of nanoseconds are accepted too.
+	var d ovirtsim.Duration
+	g.Expect(json.Unmarshal([]byte(`1500000000`), &d)).To(Succeed())
+	g.Expect(d.Std()).To(Equal(1500 * time.Millisecond))
+}
+
+func TestLoadSeedRejectsUnknownFieldsAndMissingFiles(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "bad.json")
+	g.Expect(os.WriteFile(p, []byte(`{"clusters":[{"name":"a","datacentre":"x"}]}`), 0o644)).To(Succeed())
+	_, err := ovirtsim.LoadSeed(p)
+	g.Expect(err).To(MatchError(ContainSubstring(`unknown field "datacentre"`)))
+	_, err = ovirtsim.LoadSeed(filepath.Join(dir, "missing.json"))
+	g.Expect(errors.Is(err, os.ErrNotExist)).To(BeTrue())
+}
+
+func TestBuildRejectsInconsistentInventory(t *testing.T) {
+	cases := []struct {
+		name string
+		b    *ovirtsim.Builder
+		want string
+	}{
+		{"a template in an unknown cluster", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "c"}).
+			WithStorageDomain(ovirtsim.StorageDomain{Name: "d", FreeGB: 10}).
+			WithTemplate(ovirtsim.Template{Name: "t", Cluster: "nope"}), `unknown cluster "nope"`},
+		{"a template disk on an unknown domain", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "c"}).
+			WithTemplate(ovirtsim.Template{Name: "t", Disks: []ovirtsim.TemplateDisk{{SizeGB: 1, StorageDomain: "x"}}}), `unknown storage domain "x"`},
+		{"a template disk without size", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "c"}).
+			WithStorageDomain(ovirtsim.StorageDomain{Name: "d"}).
+			WithTemplate(ovirtsim.Template{Name: "t", Disks: []ovirtsim.TemplateDisk{{Alias: "a"}}}), "size_gb must be positive"},
+		{"two clusters with one name", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "c"}).WithCluster(ovirtsim.Cluster{Name: "c"}), `duplicate cluster "c"`},
+		{"a fault rule without status or hang", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Path: "/vms"}), "needs a status or a hang"},
+		{"an inverted latency range", ovirtsim.NewBuilder().WithLatency(ovirtsim.LatencyRule{Min: time.Second, Max: time.Millisecond}), "max 1ms < min 1s"},
+		{"a bad listen address", ovirtsim.NewBuilder().WithListenAddress("nonsense"), "listen address"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			sim, err := tc.b.Build()
+			if sim != nil {
+				sim.Close()
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
+
+func TestParseFaultRuleAndLatency(t *testing.T) {
+	g := NewWithT(t)
+	f, err := ovirtsim.ParseFaultRule("POST:/vms:500:0.1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f).To(Equal(ovirtsim.FaultRule{Method: "POST", Path: "/vms", Status: 500, Rate: 0.1}))
+	f, err = ovirtsim.ParseFaultRule("*:*:0:1:2:30s")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f).To(Equal(ovirtsim.FaultRule{Path: "*", Rate: 1, Count: 2, Hang: 30 * time.Second}))
+	for _, bad := range []string{"POST:/vms", "POST:/vms:abc", "GET:/:500:2", "GET:/:0", "GET:/:500:0.1:x", "GET:/:500:0.1:1:forever"} {
+		_, err := ovirtsim.ParseFaultRule(bad)
+		g.Expect(err).To(HaveOccurred(), bad)
+	}
+	l, err := ovirtsim.ParseLatency("10ms-30ms")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l).To(Equal(ovirtsim.LatencyRule{Min: 10 * time.Millisecond, Max: 30 * time.Millisecond}))
+	l, err = ovirtsim.ParseLatency("20ms")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l).To(Equal(ovirtsim.LatencyRule{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond}))
+	_, err = ovirtsim.ParseLatency("30ms-10ms")
+	g.Expect(err).To(HaveOccurred())
+}

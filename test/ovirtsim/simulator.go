@@ -1,0 +1,520 @@
+package ovirtsim
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Builder configures and starts a Simulator. Call WithSeed first if you use
+// it: it replaces everything configured before.
+type Builder struct {
+	seed      *Seed
+	listen    string
+	certHosts []string
+}
+
+// NewBuilder returns a builder with no inventory, user "admin@internal",
+// password "secret", a 1h token TTL, zero timings, no latency, no faults and
+// random seed 1, listening on 127.0.0.1 on a free port.
+func NewBuilder() *Builder {
+	return &Builder{seed: withDefaults(&Seed{}), listen: "127.0.0.1:0"}
+}
+
+func withDefaults(s *Seed) *Seed {
+	if s.Username == "" {
+		s.Username = "admin@internal"
+	}
+	if s.Password == "" {
+		s.Password = "secret"
+	}
+	if s.TokenTTL == 0 {
+		s.TokenTTL = Duration(time.Hour)
+	}
+	if s.RandomSeed == 0 {
+		s.RandomSeed = 1
+	}
+	return s
+}
+
+// WithSeed replaces the whole configuration with a copy of s; empty
+// credentials, TTL and random seed take the defaults.
+func (b *Builder) WithSeed(s *Seed) *Builder {
+	if s != nil {
+		b.seed = withDefaults(s.clone())
+	}
+	return b
+}
+
+// WithCluster adds a cluster.
+func (b *Builder) WithCluster(c Cluster) *Builder {
+	c.Networks = append([]string(nil), c.Networks...)
+	b.seed.Clusters = append(b.seed.Clusters, c)
+	return b
+}
+
+// WithStorageDomain adds a storage domain.
+func (b *Builder) WithStorageDomain(sd StorageDomain) *Builder {
+	b.seed.StorageDomains = append(b.seed.StorageDomains, sd)
+	return b
+}
+
+// WithTemplate adds a template (its cluster and storage domains must be added too, in any order).
+func (b *Builder) WithTemplate(t Template) *Builder {
+	t.Disks = append([]TemplateDisk(nil), t.Disks...)
+	b.seed.Templates = append(b.seed.Templates, t)
+	return b
+}
+
+// WithVnicProfile adds a vNIC profile (and its network, if new).
+func (b *Builder) WithVnicProfile(p VnicProfile) *Builder {
+	b.seed.VnicProfiles = append(b.seed.VnicProfiles, p)
+	return b
+}
+
+// WithCredentials sets the SSO user name and password.
+func (b *Builder) WithCredentials(username, password string) *Builder {
+	b.seed.Username, b.seed.Password = username, password
+	return b
+}
+
+// WithTokenTTL sets how long SSO tokens stay valid (negative: forever).
+func (b *Builder) WithTokenTTL(d time.Duration) *Builder {
+	b.seed.TokenTTL = Duration(d)
+	return b
+}
+
+// WithTimings sets the durations of the engine's asynchronous work.
+func (b *Builder) WithTimings(t Timings) *Builder {
+	b.seed.Timings = t
+	return b
+}
+
+// WithLatency adds a latency rule; may be called repeatedly (first match wins).
+func (b *Builder) WithLatency(l LatencyRule) *Builder {
+	b.seed.Latency = append(b.seed.Latency, l)
+	return b
+}
+
+// WithFault adds a fault rule; may be called repeatedly (tried in order).
+func (b *Builder) WithFault(f FaultRule) *Builder {
+	b.seed.Faults = append(b.seed.Faults, f)
+	return b
+}
+
+// WithRandomSeed sets the seed of ids, MACs, fault decisions and latencies (0 means 1).
+func (b *Builder) WithRandomSeed(n int64) *Builder {
+	b.seed.RandomSeed = n
+	return b
+}
+
+// WithoutGuestAgent makes running VMs report no IP addresses.
+func (b *Builder) WithoutGuestAgent() *Builder {
+	b.seed.NoGuestAgent = true
+	return b
+}
+
+// WithListenAddress sets the TCP listen address (default "127.0.0.1:0").
+func (b *Builder) WithListenAddress(addr string) *Builder {
+	b.listen = addr
+	return b
+}
+
+// WithCertHosts adds host names or IPs to the server certificate, for
+// clients that reach the simulator under another name (e.g. from a kind
+// cluster). 127.0.0.1, ::1, localhost and the listen host are always included.
+func (b *Builder) WithCertHosts(hosts ...string) *Builder {
+	b.certHosts = append(b.certHosts, hosts...)
+	return b
+}
+
+// Simulator is a running oVirt Engine REST API simulator. All methods are
+// safe for concurrent use.
+type Simulator struct {
+	built *Seed // validated configuration, what Reset returns to
+
+	srv      *http.Server
+	addr     string
+	url      string
+	caPEM    []byte
+	done     chan struct{}
+	stopOnce sync.Once
+	routes   []route
+
+	mu         sync.RWMutex // guards inv, timings, guestAgent
+	inv        *inventory
+	timings    Timings
+	guestAgent bool
+
+	authMu   sync.RWMutex // guards the fields below
+	username string
+	password string
+	ttl      time.Duration
+	tokens   map[string]time.Time // token -> issue time
+
+	rules ruleSet
+	stats stats
+}
+
+// Build validates the configuration, generates a CA and a server
+// certificate, and starts serving HTTPS.
+func (b *Builder) Build() (*Simulator, error) {
+	cfg := withDefaults(b.seed.clone())
+	tm, err := normaliseTimings(cfg.Timings)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timings = tm
+	if cfg.Latency, err = validateLatency(cfg.Latency); err != nil {
+		return nil, err
+	}
+	if cfg.Faults, err = validateFaults(cfg.Faults); err != nil {
+		return nil, err
+	}
+	inv, err := newInventory(cfg, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("building inventory: %w", err)
+	}
+	host, _, err := net.SplitHostPort(b.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", b.listen, err)
+	}
+	caPEM, cert, err := newTLS(append([]string{host}, b.certHosts...))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", b.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", b.listen, err)
+	}
+	s := &Simulator{built: cfg, caPEM: caPEM, done: make(chan struct{}), inv: inv,
+		timings: cfg.Timings, guestAgent: !cfg.NoGuestAgent,
+		username: cfg.Username, password: cfg.Password, ttl: ttlOf(cfg.TokenTTL),
+		tokens: map[string]time.Time{}}
+	s.rules.seed = uint64(cfg.RandomSeed)
+	s.rules.setLatency(cfg.Latency)
+	s.rules.setFaults(cfg.Faults)
+	s.routes = apiRoutes()
+
+	port := ln.Addr().(*net.TCPAddr).Port
+	urlHost := host
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		urlHost = "127.0.0.1"
+	}
+	s.addr = net.JoinHostPort(urlHost, strconv.Itoa(port))
+	s.url = "https://" + s.addr + "/ovirt-engine/api"
+	s.srv = &http.Server{
+		Handler:           s,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0), // TLS handshake failures are expected in TLS tests
+	}
+	go func() { _ = s.srv.ServeTLS(ln, "", "") }() // returns ErrServerClosed on Close
+	return s, nil
+}
+
+func ttlOf(d Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return d.Std()
+}
+
+func normaliseTimings(t Timings) (Timings, error) {
+	for _, d := range []time.Duration{t.ImageLock, t.DiskLock, t.WaitForLaunch, t.PoweringUp, t.PoweringDown, t.GuestAgentDelay} {
+		if d < 0 {
+			return t, invalidf("negative timing %v", d)
+		}
+	}
+	if t.CloneFactor < 0 {
+		return t, invalidf("negative clone factor %v", t.CloneFactor)
+	}
+	if t.CloneFactor == 0 {
+		t.CloneFactor = 1
+	}
+	return t, nil
+}
+
+// URL returns the API URL, e.g. "https://127.0.0.1:40123/ovirt-engine/api" (no trailing slash).
+func (s *Simulator) URL() string { return s.url }
+
+// Addr returns host:port of the listener.
+func (s *Simulator) Addr() string { return s.addr }
+
+// Username returns the SSO user name.
+func (s *Simulator) Username() string {
+	s.authMu.RLock()
+	defer s.authMu.RUnlock()
+	return s.username
+}
+
+// Password returns the SSO password.
+func (s *Simulator) Password() string {
+	s.authMu.RLock()
+	defer s.authMu.RUnlock()
+	return s.password
+}
+
+// CAPEM returns the PEM of the CA that signed the server certificate.
+func (s *Simulator) CAPEM() []byte { return append([]byte(nil), s.caPEM...) }
+
+// Handler returns the simulator's HTTP handler, for in-process use (e.g.
+// with httptest) without TLS or the network.
+func (s *Simulator) Handler() http.Handler { return s }
+
+// Close stops the server immediately, ending hanging requests.
+func (s *Simulator) Close() {
+	s.stopOnce.Do(func() { close(s.done) })
+	_ = s.srv.Close() // only reports listener close errors, nothing to act on
+}
+
+// Shutdown stops accepting requests and waits for in-flight ones (hangs and
+// latencies are cut short) until ctx ends.
+func (s *Simulator) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.done) })
+	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+// SetLatency replaces the latency rules. Invalid rules (negative or
+// inverted ranges) are ignored; PUT /sim/latency reports them instead.
+func (s *Simulator) SetLatency(rules ...LatencyRule) {
+	var ok []LatencyRule
+	for _, r := range rules {
+		if v, err := validateLatency([]LatencyRule{r}); err == nil {
+			ok = append(ok, v...)
+		}
+	}
+	s.rules.setLatency(ok)
+}
+
+func (s *Simulator) setLatency(rules []LatencyRule) error {
+	v, err := validateLatency(rules)
+	if err != nil {
+		return err
+	}
+	s.rules.setLatency(v)
+	return nil
+}
+
+// SetFaults replaces the fault rules; their counters restart. Invalid rules
+// (bad status or rate, neither status nor hang) are ignored; PUT /sim/faults
+// reports them instead.
+func (s *Simulator) SetFaults(rules ...FaultRule) {
+	var ok []FaultRule
+	for _, r := range rules {
+		if v, err := validateFaults([]FaultRule{r}); err == nil {
+			ok = append(ok, v...)
+		}
+	}
+	s.rules.setFaults(ok)
+}
+
+func (s *Simulator) setFaults(rules []FaultRule) error {
+	v, err := validateFaults(rules)
+	if err != nil {
+		return err
+	}
+	s.rules.setFaults(v)
+	return nil
+}
+
+// SetTimings replaces the timings; operations already in progress keep
+// theirs. Negative durations count as zero.
+func (s *Simulator) SetTimings(t Timings) {
+	for _, d := range []*time.Duration{&t.ImageLock, &t.DiskLock, &t.WaitForLaunch, &t.PoweringUp, &t.PoweringDown, &t.GuestAgentDelay} {
+		*d = max(*d, 0)
+	}
+	t.CloneFactor = max(t.CloneFactor, 0)
+	t, _ = normaliseTimings(t) // cannot fail after clamping
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timings = t
+}
+
+// SetGuestAgent turns IP reporting of running VMs on or off.
+func (s *Simulator) SetGuestAgent(enabled bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.guestAgent = enabled
+}
+
+// SetCredentials changes the SSO credentials; issued tokens stay valid.
+func (s *Simulator) SetCredentials(username, password string) {
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	s.username, s.password = username, password
+}
+
+// SetTokenTTL changes the token lifetime, for issued tokens too (d <= 0: forever).
+func (s *Simulator) SetTokenTTL(d time.Duration) {
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	s.ttl = max(d, 0)
+}
+
+// RestartEngine invalidates every issued token, as an engine restart does:
+// the next API call with an old token gets 401.
+func (s *Simulator) RestartEngine() {
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	s.tokens = map[string]time.Time{}
+}
+
+func (s *Simulator) lookupVM(id string) (*vm, error) {
+	v := s.inv.vms[id]
+	if v == nil {
+		return nil, fmt.Errorf("VM %s: %w", id, ErrNotFound)
+	}
+	return v, nil
+}
+
+// AttachCSIDisk creates a disk like the oVirt CSI driver does (alias
+// "pvc-<uuid>", virtio_scsi, not bootable, active, thin) on the storage
+// domain of the VM's first disk (or the first active data domain of its data
+// center) and attaches it to the VM. It bypasses the engine's lock checks.
+func (s *Simulator) AttachCSIDisk(vmID string, sizeGB int64) (string, error) {
+	if sizeGB <= 0 {
+		return "", invalidf("CSI disk size %d GiB", sizeGB)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return "", err
+	}
+	var sd *storageDomain
+	if len(v.disks) > 0 {
+		sd = v.disks[0].sd
+	} else {
+		for _, c := range s.inv.sds {
+			if c.dc == v.cluster.dc && c.typ == "data" && c.status == "active" {
+				sd = c
+				break
+			}
+		}
+	}
+	if sd == nil {
+		return "", fmt.Errorf("no storage domain for a CSI disk of VM %s: %w", v.name, ErrConflict)
+	}
+	now := time.Now()
+	sparse := true
+	d, aerr := s.inv.createDisk(&diskSpec{sizeBytes: sizeGB * gib, sdID: sd.id, format: "cow", sparse: &sparse}, now, Timings{})
+	if aerr != nil {
+		return "", fmt.Errorf("creating CSI disk: %w", aerr)
+	}
+	d.alias = "pvc-" + s.inv.newID()
+	d.vm, d.iface, d.active, d.bootable = v, "virtio_scsi", true, false
+	v.disks = append(v.disks, d)
+	return d.id, nil
+}
+
+// DetachDisk detaches a disk from a VM out of band (like an administrator
+// in the oVirt UI); the disk survives as a floating disk.
+func (s *Simulator) DetachDisk(vmID, diskID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return err
+	}
+	d := v.attachment(diskID)
+	if d == nil {
+		return fmt.Errorf("disk %s of VM %s: %w", diskID, vmID, ErrNotFound)
+	}
+	if aerr := s.inv.detachDisk(v, d, true, time.Now()); aerr != nil {
+		return aerr
+	}
+	return nil
+}
+
+// DeleteVM removes a VM out of band, whatever its state, with its attached
+// disks (like the engine does).
+func (s *Simulator) DeleteVM(vmID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return err
+	}
+	if aerr := s.inv.removeVM(v, false, true, time.Now()); aerr != nil {
+		return aerr
+	}
+	return nil
+}
+
+// AddTemplate adds a template at run time (Reset removes it again).
+func (s *Simulator) AddTemplate(t Template) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inv.addTemplate(t, time.Now(), true)
+}
+
+// RemoveTemplate removes every version of the named template; it fails
+// like the engine when thin (clone=false) VMs still use it.
+func (s *Simulator) RemoveTemplate(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inv.removeTemplates(name)
+}
+
+// AddVnicProfile adds a vNIC profile at run time.
+func (s *Simulator) AddVnicProfile(p VnicProfile) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inv.addVnicProfile(p)
+}
+
+// AddStorageDomain adds a storage domain at run time.
+func (s *Simulator) AddStorageDomain(sd StorageDomain) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inv.addStorageDomain(sd)
+}
+
+// SetStorageDomainStatus changes a storage domain's status ("active",
+// "maintenance", ...); a domain that is not active cannot take new disks.
+func (s *Simulator) SetStorageDomainStatus(name, status string) error {
+	if status == "" {
+		return invalidf("empty storage domain status")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sd := s.inv.sdByName[name]
+	if sd == nil {
+		return fmt.Errorf("storage domain %q: %w", name, ErrNotFound)
+	}
+	sd.status = status
+	return nil
+}
+
+// Reset returns the simulator to the state right after Build: the built
+// inventory (run-time additions are dropped, ids are the same), no VMs,
+// no jobs, the built timings, credentials, latency and fault rules, zero
+// counters and no valid tokens.
+func (s *Simulator) Reset() {
+	inv, err := newInventory(s.built, time.Now())
+	if err != nil {
+		return // cannot happen: the same seed built fine in Build
+	}
+	s.mu.Lock()
+	s.inv, s.timings, s.guestAgent = inv, s.built.Timings, !s.built.NoGuestAgent
+	s.mu.Unlock()
+	s.authMu.Lock()
+	s.tokens = map[string]time.Time{}
+	s.username, s.password, s.ttl = s.built.Username, s.built.Password, ttlOf(s.built.TokenTTL)
+	s.authMu.Unlock()
+	s.rules.setLatency(s.built.Latency)
+	s.rules.setFaults(s.built.Faults)
+	s.stats.reset()
+}
