@@ -234,7 +234,8 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		updateMachineStatus(s)
 		if err := helper.Patch(ctx, om, v1beta1patch.WithOwnedConditions{Conditions: ownedMachineConditions},
 			v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
-			if !(apierrors.IsNotFound(err) && !om.DeletionTimestamp.IsZero()) {
+			// A machine whose finalizer was just removed is gone: nothing left to patch.
+			if !apierrors.IsNotFound(err) || om.DeletionTimestamp.IsZero() {
 				reterr = errors.Join(reterr, fmt.Errorf("patching OVirtMachine: %w", err))
 			}
 		}

@@ -43,9 +43,8 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		if id == "" && om.Status.VMID == "" && !v1beta1conditions.Has(om, infrav1.MachineCreatedCondition) {
-			// Never got as far as oVirt.
-			return r.finishDelete(s)
+		if neverReachedOVirt(om) {
+			return r.finishDeleteWithoutOVirt(s, fmt.Sprintf("OVirtProvider %q does not exist", om.Spec.Provider))
 		}
 		deleted(infrav1.ProviderNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
 			"cannot delete VM %s: OVirtProvider %q does not exist; recreate it so that the VM can be removed", id, om.Spec.Provider)
@@ -55,6 +54,9 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	cl, _, err := r.Connector.Connect(ctx, p)
 	if err != nil {
 		problem := Classify(err)
+		if neverReachedOVirt(om) {
+			return r.finishDeleteWithoutOVirt(s, fmt.Sprintf("OVirtProvider %s cannot be used (%s)", p.Name, problem.Reason))
+		}
 		deleted(problem.Reason, clusterv1beta1.ConditionSeverityWarning, "cannot delete VM %s: OVirtProvider %s: %s", id, p.Name, problem.Message)
 		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
 	}
@@ -165,6 +167,22 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, ev, "PowerOff", "VM %s: %s", vm.ID, reason)
 	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
 	return r.waitAfter(), nil
+}
+
+// neverReachedOVirt reports whether no VM can exist for the machine: no VM id was recorded and
+// the machine never had a working connection (a VM is only created after one, and the condition
+// is persisted with the VM id).
+func neverReachedOVirt(om *infrav1.OVirtMachine) bool {
+	return vmIDOf(om) == "" && !v1beta1conditions.IsTrue(om, infrav1.CanConnectToOVirtCondition)
+}
+
+// finishDeleteWithoutOVirt drops the finalizer of a machine that never reached oVirt, so that a
+// cluster whose provider was never usable can still be deleted.
+func (r *OVirtMachineReconciler) finishDeleteWithoutOVirt(s *machineScope, why string) (ctrl.Result, error) {
+	s.log.Info("Deleting without contacting oVirt: no VM was ever created for this machine", "why", why)
+	r.Recorder.Eventf(s.om, nil, corev1.EventTypeNormal, eventVMRemoved, "DeleteVM",
+		"No VM was created for this machine (%s); nothing to remove in oVirt", why)
+	return r.finishDelete(s)
 }
 
 func (r *OVirtMachineReconciler) finishDelete(s *machineScope) (ctrl.Result, error) {

@@ -17,7 +17,6 @@ import (
 	infrav1 "github.com/capov/capov/apis/v1beta1"
 )
 
-
 // reconcileNode sets spec.providerID on the workload-cluster Node of the VM. There is no oVirt
 // cloud-controller-manager: kubelet registers the Node with an empty providerID and the
 // manager fills it, matching the Node by status.nodeInfo.systemUUID (oVirt puts the VM id in

@@ -66,7 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	log := opts.NewLogger(stderr)
 	ctrl.SetLogger(log)
-	cfg, err := ctrl.GetConfig()
+	cfg, err := opts.LoadRestConfig()
 	if err != nil {
 		log.Error(err, "Loading the kubeconfig")
 		return 1
@@ -169,6 +169,8 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	intervals.NodePoll = opts.NodePollInterval
 	intervals.ShutdownTimeout = opts.ShutdownTimeout
 	intervals.VMRefresh = opts.SyncPeriod
+	intervals.Retry = opts.RetryInterval
+	intervals.NonSystemDiskRetry = opts.NonSystemDiskRetryInterval
 	if err := (&controllers.OVirtMachineReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector, ClusterCache: clusterCache,
 		Recorder: mgr.GetEventRecorder("ovirtmachine-controller"), Gates: gates, Intervals: intervals,

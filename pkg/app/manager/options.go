@@ -43,6 +43,10 @@ type Options struct {
 	NodePollInterval time.Duration
 	// ShutdownTimeout is how long a graceful shutdown may take before a VM is stopped hard.
 	ShutdownTimeout time.Duration
+	// RetryInterval is how often a step waiting for a change in oVirt is retried.
+	RetryInterval time.Duration
+	// NonSystemDiskRetryInterval is how often a deletion blocked by a non-system disk is retried.
+	NonSystemDiskRetryInterval time.Duration
 
 	// OVirtQPS, OVirtBurst and OVirtMaxInFlight bound the calls per OVirtProvider.
 	OVirtQPS         float64
@@ -80,6 +84,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.VMPollInterval, "vm-poll-interval", 10*time.Second, "How often a VM is re-read while oVirt creates, resizes or starts it.")
 	fs.DurationVar(&o.NodePollInterval, "node-poll-interval", 15*time.Second, "How often the workload cluster is checked for the Node of a running VM.")
 	fs.DurationVar(&o.ShutdownTimeout, "vm-shutdown-timeout", 5*time.Minute, "How long a VM may take to shut down gracefully on deletion before it is powered off.")
+	fs.DurationVar(&o.RetryInterval, "retry-interval", time.Minute, "How often a step that waits for a change in oVirt (missing template, vNIC profile, storage domain, refused request) is retried.")
+	fs.DurationVar(&o.NonSystemDiskRetryInterval, "non-system-disk-retry-interval", time.Minute, "How often the deletion of a VM with a non-system (CSI) disk attached is retried.")
 	fs.Float64Var(&o.OVirtQPS, "ovirt-qps", 20, "Maximum oVirt API calls per second per OVirtProvider (token bucket).")
 	fs.IntVar(&o.OVirtBurst, "ovirt-burst", 40, "Burst of oVirt API calls per OVirtProvider.")
 	fs.IntVar(&o.OVirtMaxInFlight, "ovirt-max-in-flight", 10, "Maximum concurrent oVirt API calls per OVirtProvider.")
@@ -104,6 +110,8 @@ func (o *Options) Validate() error {
 		{o.VMPollInterval > 0, "--vm-poll-interval must be positive"},
 		{o.NodePollInterval > 0, "--node-poll-interval must be positive"},
 		{o.ShutdownTimeout >= 0, "--vm-shutdown-timeout must not be negative"},
+		{o.RetryInterval > 0, "--retry-interval must be positive"},
+		{o.NonSystemDiskRetryInterval > 0, "--non-system-disk-retry-interval must be positive"},
 		{o.OVirtQPS > 0 && o.OVirtBurst >= 1, "--ovirt-qps must be positive and --ovirt-burst at least 1"},
 		{o.OVirtMaxInFlight >= 1, "--ovirt-max-in-flight must be at least 1"},
 		{o.OVirtTimeout > 0, "--ovirt-timeout must be positive"},

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/capov/capov/pkg/featuregates"
@@ -35,6 +37,9 @@ type Common struct {
 	// KubeAPIQPS and KubeAPIBurst bound the requests to the management cluster API server.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// Kubeconfig is the path of a kubeconfig file; empty means $KUBECONFIG, else the in-cluster
+	// configuration.
+	Kubeconfig string
 }
 
 // DebugVerbosity is the verbosity --debug selects: it includes the V(4) per-call oVirt traces.
@@ -52,6 +57,23 @@ func (c *Common) AddFlags(fs *pflag.FlagSet, defaultMetrics, defaultHealth strin
 	fs.StringVar(&c.LogFormat, "log-format", "text", `Log format: "text" or "json".`)
 	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", 20, "Maximum queries per second to the management cluster API server.")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 30, "Maximum burst of queries to the management cluster API server.")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Path to the kubeconfig of the management cluster (default: $KUBECONFIG, else the in-cluster service account).")
+}
+
+// LoadRestConfig returns the management cluster configuration the flags select.
+func (c *Common) LoadRestConfig() (*rest.Config, error) {
+	if c.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading --kubeconfig %s: %w", c.Kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the cluster configuration ($KUBECONFIG or in-cluster): %w", err)
+	}
+	return cfg, nil
 }
 
 // Validate checks the common flags.

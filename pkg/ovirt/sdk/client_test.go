@@ -29,8 +29,13 @@ func TestEveryClientMethodAgainstTheSimulator(t *testing.T) {
 	g.Expect(info.Version).NotTo(BeEmpty())
 
 	// Lookups.
+	sim.ResetCounters()
 	cluster, err := c.FindCluster(ctx, "Default")
 	g.Expect(err).NotTo(HaveOccurred())
+	// The simulator does not follow a cluster's networks link, so the
+	// client's fallback asks for them separately.
+	g.Expect(sim.RequestCount("GET", "/clusters")).To(Equal(1))
+	g.Expect(sim.RequestCount("GET", "/clusters/{id}/networks")).To(BeNumerically("<=", 1))
 	g.Expect(cluster.ID).NotTo(BeEmpty())
 	g.Expect(cluster.DataCenterID).NotTo(BeEmpty())
 	g.Expect(cluster.NetworkIDs).To(HaveLen(2))
@@ -39,8 +44,10 @@ func TestEveryClientMethodAgainstTheSimulator(t *testing.T) {
 	_, err = c.FindCluster(ctx, "Defaul")
 	g.Expect(err).To(MatchError(ovirt.ErrNotFound))
 
+	sim.ResetCounters()
 	tpl, err := c.FindTemplate(ctx, "rhcos-4.14", "")
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim.TotalRequests()).To(Equal(1), "disks come with follow=disk_attachments.disk")
 	g.Expect(tpl.Version).To(Equal(2), "the highest version wins")
 	g.Expect(tpl.OSType).To(Equal("rhcos_x64"))
 	g.Expect(tpl.ClusterID).To(Equal(cluster.ID))

@@ -112,10 +112,10 @@ func mapError(op string, err error) error {
 		// a wrong URL in front of it. A 404 here is not "the VM is gone":
 		// mapping it to ErrNotFound could make a reconciler recreate VMs.
 		e.Status = parseErr.Code
-		switch {
-		case parseErr.Code == 401 || parseErr.Code == 403:
+		switch parseErr.Code {
+		case 401, 403:
 			e.Kinds = []error{ovirt.ErrAuth}
-		case parseErr.Code == 502 || parseErr.Code == 503 || parseErr.Code == 504:
+		case 502, 503, 504:
 			e.Kinds = []error{ovirt.ErrUnreachable}
 		}
 	case errors.As(err, &certVerify), errors.As(err, &unknownAuth), errors.As(err, &hostname),

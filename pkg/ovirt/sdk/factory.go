@@ -221,6 +221,8 @@ func (f *Factory) ForProvider(ctx context.Context, cfg ovirt.Config) (ovirt.Clie
 		}
 		s = newSession(f, p, cfg, fingerprint, tlsConfig)
 		p.session = s
+		// The breaker belongs to the credential: a new one starts closed.
+		p.breakerOpen.Set(0)
 	}
 	f.mu.Unlock()
 

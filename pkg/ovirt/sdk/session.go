@@ -183,10 +183,15 @@ func (s *session) login(a *loginAttempt) {
 	result := "success"
 	s.mu.Lock()
 	s.pending = nil
+	closed := s.closed
 	switch {
-	case err == nil && s.closed:
-		// Closed while logging in: nobody may use it.
-		s.f.closeConn(conn)
+	case closed:
+		// Closed while logging in (which also cancels the login): nobody
+		// may use this connection, and the waiters learn why.
+		if err == nil {
+			s.f.closeConn(conn)
+		}
+		result = "error"
 		conn, err = nil, s.closedError("Connect")
 	case err == nil:
 		s.conn = conn
@@ -208,7 +213,11 @@ func (s *session) login(a *loginAttempt) {
 	}
 	s.mu.Unlock()
 
-	s.f.m.logins.WithLabelValues(s.p.name, result).Inc()
+	if !closed {
+		// A closed session may belong to a forgotten provider, whose
+		// series must stay deleted.
+		s.f.m.logins.WithLabelValues(s.p.name, result).Inc()
+	}
 	if err != nil {
 		err = mapError("Connect", err)
 		log.V(2).Info("Logging in to oVirt failed", "result", result, "error", err.Error())

@@ -9,6 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,9 +302,9 @@ func TestBuildVMSetsOnlyWhatTheSpecSets(t *testing.T) {
 	g := NewWithT(t)
 	vm, err := buildVM("CreateVM", ovirt.VMSpec{
 		Name: "m1", ClusterID: "c", TemplateID: "t", Clone: true, StorageDomainID: "sd2",
-		TemplateDisks: []ovirt.Disk{{ID: "td1", Format: "cow"}, {ID: "td2", Format: "raw"}},
 		Cores: 4, MemoryBytes: 8 << 30, Type: ovirt.VMTypeHighPerformance, OSType: "rhcos_x64",
 		Comment: "owner", CustomScript: "{}", HostName: "m1",
+		TemplateDisks: []ovirt.Disk{{ID: "td1", Format: "cow"}, {ID: "td2", Format: "raw"}},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	cpu, _ := vm.Cpu()
@@ -328,5 +332,30 @@ func TestBuildVMSetsOnlyWhatTheSpecSets(t *testing.T) {
 		sds, _ := d.StorageDomains()
 		sdID, _ := sds.Slice()[0].Id()
 		g.Expect([]any{id, format, sparse, sdID}).To(Equal([]any{want.id, want.format, want.sparse, "sd2"}))
+	}
+}
+
+// TestNoPanickingBlockingOrLeakyHelpers guards the rules the SDK forces on
+// us: Must* panics on missing fields, WaitFor* blocks for minutes without a
+// context, and LogFunc dumps tokens and custom scripts.
+func TestNoPanickingBlockingOrLeakyHelpers(t *testing.T) {
+	g := NewWithT(t)
+	forbidden := regexp.MustCompile(`\.(Must\w+|WaitFor\w+|LogFunc)\(`)
+	files, err := filepath.Glob("*.go")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(files).NotTo(BeEmpty())
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		g.Expect(err).NotTo(HaveOccurred())
+		for i, line := range strings.Split(string(src), "\n") {
+			for _, m := range forbidden.FindAllString(line, -1) {
+				if m != ".MustCompile(" { // regexp, at package init
+					t.Errorf("%s:%d uses %s", f, i+1, m)
+				}
+			}
+		}
 	}
 }

@@ -1,0 +1,151 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BuildBinary builds ./cmd/<name> of the repository at root into dir and returns its path.
+// The Go build cache makes a rebuild of unchanged sources take about a second.
+func BuildBinary(ctx context.Context, root, dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
+	}
+	return bin, nil
+}
+
+// Process is a binary started by Start. Its output goes to a log file.
+type Process struct {
+	// Name labels the process in messages.
+	Name string
+	// LogPath is the file with its stdout and stderr.
+	LogPath string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+// Start runs bin with args and extra environment variables, writing its output to logPath.
+func Start(name, bin string, args, env []string, logPath string) (*Process, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended, and its error.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// PID returns the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Stop sends SIGTERM and waits up to timeout for a graceful exit, then kills the process.
+// It returns the exit error of a graceful stop (nil when the process exited with 0).
+func (p *Process) Stop(timeout time.Duration) error {
+	if exited, err := p.Exited(); exited {
+		return err
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		_, err := p.Exited()
+		return err
+	case <-time.After(timeout):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", p.Name, timeout)
+	}
+}
+
+// Kill stops the process at once, like a crash.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Logs returns the process output so far.
+func (p *Process) Logs() string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// LogContains reports whether the output contains s.
+func (p *Process) LogContains(s string) bool { return strings.Contains(p.Logs(), s) }
+
+// WaitForHTTP polls url until it answers 200 or ctx ends.
+func WaitForHTTP(ctx context.Context, get func(context.Context) (int, error)) error {
+	var last error
+	for {
+		code, err := get(ctx)
+		if err == nil && code == 200 {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("status %d", code)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := bytes.Split([]byte(strings.TrimRight(s, "\n")), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

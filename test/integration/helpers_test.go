@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/test/harness"
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+const (
+	timeout  = 60 * time.Second
+	interval = 100 * time.Millisecond
+	// endpointHost is the control-plane VIP of every test cluster; the manager must never
+	// report it as a machine address.
+	endpointHost = "10.0.1.100"
+)
+
+// testCluster is a CAPI Cluster with its OVirtCluster, kubeconfig Secret and provisioned
+// infrastructure, in a namespace of its own.
+type testCluster struct {
+	ns      string
+	filter  string
+	cluster *clusterv1.Cluster
+}
+
+func filterLabels(filter string) map[string]string {
+	return map[string]string{"cluster.x-k8s.io/watch-filter": filter}
+}
+
+// newTestCluster creates a namespace and a provisioned Cluster whose objects carry the watch
+// filter of the manager that should act on them.
+func newTestCluster(t *testing.T, filter string) *testCluster {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "t-" + strings.ToLower(rand.String(6))
+	g.Expect(k8s.Create(ctx, harness.Namespace(ns))).To(Succeed())
+	cluster := harness.Cluster(ns, "c1")
+	cluster.Labels = filterLabels(filter)
+	g.Expect(k8s.Create(ctx, cluster)).To(Succeed())
+	oc := harness.OVirtCluster(cluster, endpointHost, 6443)
+	for k, v := range filterLabels(filter) {
+		oc.Labels[k] = v
+	}
+	g.Expect(k8s.Create(ctx, oc)).To(Succeed())
+	g.Expect(k8s.Create(ctx, harness.KubeconfigSecret(cluster, kubeconfig))).To(Succeed())
+	g.Expect(harness.SetInfrastructureProvisioned(ctx, k8s, cluster)).To(Succeed())
+	return &testCluster{ns: ns, filter: filter, cluster: cluster}
+}
+
+// vmSpec is the product doc's example machine.
+func vmSpec() infrav1.OVirtVMSpec {
+	return infrav1.OVirtVMSpec{
+		Provider: mainProvider, OVirtCluster: "Default", Template: "rhcos-4.14",
+		VMType:       infrav1.VMTypeServer,
+		CPU:          &infrav1.CPU{Sockets: 1, Cores: 4, Threads: 1},
+		Memory:       &infrav1.Memory{SizeMB: 8192, GuaranteedMB: 4096},
+		OSDiskSizeGB: 80,
+		NICs:         []infrav1.NIC{{VnicProfile: "ovirtmgmt"}},
+	}
+}
+
+// newMachine creates a Machine (with bootstrap data unless bootstrap is "") and its
+// OVirtMachine. The machine name is unique in the simulator.
+func (tc *testCluster) newMachine(t *testing.T, spec infrav1.OVirtVMSpec, bootstrap string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	name := tc.ns + "-w-" + strings.ToLower(rand.String(4))
+	secret := ""
+	if bootstrap != "" {
+		secret = name + "-bootstrap"
+		g.Expect(k8s.Create(ctx, harness.BootstrapSecret(tc.ns, secret, tc.cluster.Name, bootstrap, "cloud-config"))).To(Succeed())
+	}
+	m := harness.Machine(tc.cluster, name, secret)
+	for k, v := range filterLabels(tc.filter) {
+		m.Labels[k] = v
+	}
+	g.Expect(k8s.Create(ctx, m)).To(Succeed())
+	om := harness.OVirtMachine(m, spec)
+	for k, v := range filterLabels(tc.filter) {
+		om.Labels[k] = v
+	}
+	g.Expect(k8s.Create(ctx, om)).To(Succeed())
+	return m, om
+}
+
+func getOM(g Gomega, om *infrav1.OVirtMachine) *infrav1.OVirtMachine {
+	out := &infrav1.OVirtMachine{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(om), out)).To(Succeed())
+	return out
+}
+
+// condition describes an expected condition; empty fields are not checked.
+type condition struct {
+	Type     clusterv1beta1.ConditionType
+	Status   corev1.ConditionStatus
+	Reason   string
+	Severity clusterv1beta1.ConditionSeverity
+	Message  string // substring
+}
+
+func (c condition) String() string {
+	return fmt.Sprintf("%s=%s reason=%q severity=%q message~%q", c.Type, c.Status, c.Reason, c.Severity, c.Message)
+}
+
+func matches(got *clusterv1beta1.Condition, want condition) bool {
+	return got != nil && got.Status == want.Status &&
+		(want.Reason == "" || got.Reason == want.Reason) &&
+		(want.Severity == "" || got.Severity == want.Severity) &&
+		strings.Contains(got.Message, want.Message)
+}
+
+// eventuallyCondition waits until the OVirtMachine has the condition and returns the object.
+func eventuallyCondition(t *testing.T, om *infrav1.OVirtMachine, want condition) *infrav1.OVirtMachine {
+	t.Helper()
+	var last *infrav1.OVirtMachine
+	NewWithT(t).Eventually(func(g Gomega) {
+		last = getOM(g, om)
+		got := v1beta1conditions.Get(last, want.Type)
+		g.Expect(matches(got, want)).To(BeTrue(), "want %s, have %s", want, describeConditions(last.Status.Conditions))
+	}, timeout, interval).Should(Succeed())
+	return last
+}
+
+func describeConditions(cs clusterv1beta1.Conditions) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "\n  %s=%s reason=%q severity=%q message=%q", c.Type, c.Status, c.Reason, c.Severity, c.Message)
+	}
+	return b.String()
+}
+
+// eventuallyEvent waits for an event with reason about the object and returns its note.
+func eventuallyEvent(t *testing.T, obj client.Object, reason string) string {
+	t.Helper()
+	var note string
+	NewWithT(t).Eventually(func(g Gomega) {
+		list := &eventsv1.EventList{}
+		g.Expect(k8s.List(context.Background(), list, client.InNamespace(obj.GetNamespace()))).To(Succeed())
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == obj.GetName() {
+				reasons = append(reasons, e.Reason)
+				if e.Reason == reason {
+					note = e.Note
+					return
+				}
+			}
+		}
+		g.Expect(reasons).To(ContainElement(reason))
+	}, timeout, interval).Should(Succeed())
+	return note
+}
+
+// eventuallyVM waits until the simulator has a VM of that name matching check.
+func eventuallyVM(t *testing.T, name string, check func(g Gomega, vm ovirtsim.VMState)) ovirtsim.VMState {
+	t.Helper()
+	var vm ovirtsim.VMState
+	NewWithT(t).Eventually(func(g Gomega) {
+		var ok bool
+		vm, ok = sim.VMByName(name)
+		g.Expect(ok).To(BeTrue(), "VM %s not in the simulator", name)
+		if check != nil {
+			check(g, vm)
+		}
+	}, timeout, interval).Should(Succeed())
+	return vm
+}
+
+// registerNode acts as kubelet for the VM of om once it is up.
+func registerNode(t *testing.T, om *infrav1.OVirtMachine) *corev1.Node {
+	t.Helper()
+	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
+	node, err := harness.RegisterNode(context.Background(), k8s, om.Name, vm.ID, vm.IPs)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+	return node
+}
+
+// deleteAndWait deletes the OVirtMachine and waits until it is gone.
+func deleteAndWait(t *testing.T, om *infrav1.OVirtMachine) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(client.IgnoreNotFound(k8s.Delete(ctx, om))).To(Succeed())
+	g.Eventually(func() bool {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(om), &infrav1.OVirtMachine{})
+		return apierrors.IsNotFound(err)
+	}, timeout, interval).Should(BeTrue())
+}
+
+func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+func metaNS(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// eventuallyOM waits until check passes on the OVirtMachine. The patch helper writes
+// conditions and the other status fields in separate requests, so checks that span both must
+// be retried together.
+func eventuallyOM(t *testing.T, om *infrav1.OVirtMachine, check func(g Gomega, om *infrav1.OVirtMachine)) *infrav1.OVirtMachine {
+	t.Helper()
+	var last *infrav1.OVirtMachine
+	NewWithT(t).Eventually(func(g Gomega) {
+		last = getOM(g, om)
+		check(g, last)
+	}, timeout, interval).Should(Succeed())
+	return last
+}

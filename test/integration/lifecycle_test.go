@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+func TestProviderBecomesReadyAndOwnsItsSecret(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Eventually(func(g Gomega) {
+		p := &infrav1.OVirtProvider{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: mainProvider}, p)).To(Succeed())
+		g.Expect(p.Status.Ready).To(BeTrue())
+		g.Expect(v1beta1conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)).To(BeTrue())
+		g.Expect(p.Status.EngineVersion).NotTo(BeEmpty())
+		g.Expect(p.Status.FailureReason).To(BeNil())
+		s := &corev1.Secret{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: credentialsNamespace, Name: credentialsSecret}, s)).To(Succeed())
+		g.Expect(s.OwnerReferences).To(ContainElement(HaveField("UID", p.UID)))
+	}, timeout, interval).Should(Succeed())
+	p := &infrav1.OVirtProvider{ObjectMeta: metaName(mainProvider)}
+	eventuallyEvent(t, p, "Connected")
+}
+
+func TestOVirtClusterGetsFinalizerAndReady(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	g.Eventually(func(g Gomega) {
+		oc := &infrav1.OVirtCluster{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: tc.ns, Name: tc.cluster.Name}, oc)).To(Succeed())
+		g.Expect(oc.Status.Ready).To(BeTrue())
+		g.Expect(controllerutil.ContainsFinalizer(oc, infrav1.ClusterFinalizer)).To(BeTrue())
+		g.Expect(v1beta1conditions.IsTrue(oc, clusterv1beta1.ReadyCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+
+	// On deletion the finalizer is dropped and the object goes away.
+	oc := &infrav1.OVirtCluster{ObjectMeta: metaNS(tc.ns, tc.cluster.Name)}
+	g.Expect(k8s.Delete(context.Background(), oc)).To(Succeed())
+	g.Eventually(func() bool {
+		return k8s.Get(context.Background(), client.ObjectKeyFromObject(oc), oc) != nil
+	}, timeout, interval).Should(BeTrue())
+}
+
+// TestMachineLifecycle walks an OVirtMachine from creation to Ready with its Node carrying the
+// providerID, and through deletion, checking what operators and CAPI read at each step.
+func TestMachineLifecycle(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	bootstrap := "#cloud-config\nruncmd: [echo hello]\n"
+	_, om := tc.newMachine(t, vmSpec(), bootstrap)
+
+	// While it boots, MachineOn reports VMPoweringUp as in product doc §5.3.
+	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
+		Reason: infrav1.VMPoweringUpReason, Severity: clusterv1beta1.ConditionSeverityInfo, Message: "powering up"})
+
+	// Up, but no Node yet: waiting for the Node, not ready.
+	got := eventuallyCondition(t, om, condition{Type: infrav1.K8sProviderIDSetupCondition, Status: corev1.ConditionFalse,
+		Reason: infrav1.WaitingForNodeReason, Severity: clusterv1beta1.ConditionSeverityInfo})
+	g.Expect(got.Status.Ready).To(BeFalse())
+	for _, c := range []clusterv1beta1.ConditionType{infrav1.CanConnectToOVirtCondition, infrav1.MachineCreatedCondition,
+		infrav1.MachineDiskResizedCondition, infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition} {
+		g.Expect(v1beta1conditions.IsTrue(got, c)).To(BeTrue(), "%s: %s", c, describeConditions(got.Status.Conditions))
+	}
+	ready := v1beta1conditions.Get(got, clusterv1beta1.ReadyCondition)
+	g.Expect(ready.Reason).To(Equal(infrav1.WaitingForNodeReason))
+	g.Expect(got.Status.V1Beta2.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Reason", infrav1.WaitingForNodeReason))))
+
+	// The VM in oVirt is what the spec asked for.
+	vm, ok := sim.VM(got.Status.VMID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vm.Name).To(Equal(om.Name))
+	g.Expect(vm.Clone).To(BeFalse(), "disk-clone gate defaults to false")
+	g.Expect(vm.Template).To(Equal("rhcos-4.14"))
+	g.Expect([]int{vm.Sockets, vm.Cores, vm.Threads}).To(Equal([]int{1, 4, 1}))
+	g.Expect(vm.MemoryMB).To(BeEquivalentTo(8192))
+	g.Expect(vm.GuaranteedMB).To(BeEquivalentTo(4096))
+	g.Expect(vm.Type).To(Equal("server"))
+	g.Expect(vm.CustomScript).To(Equal(bootstrap))
+	g.Expect(vm.HostName).To(Equal(om.Name))
+	g.Expect(vm.Comment).To(ContainSubstring(string(got.UID)))
+	g.Expect(vm.Disks).To(HaveLen(1))
+	g.Expect(vm.Disks[0].SizeGB).To(BeEquivalentTo(80))
+	g.Expect(vm.Disks[0].Alias).To(Equal("rhcos-4.14_Disk1"), "default gates rename nothing")
+	g.Expect(vm.NICs).To(HaveLen(1))
+	g.Expect(vm.NICs[0].VnicProfile).To(Equal("ovirtmgmt"))
+	g.Expect(got.Status.SystemDiskIDs).To(ConsistOf(vm.Disks[0].ID))
+	g.Expect(*got.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
+
+	// kubelet registers the Node; the manager sets its providerID and the machine is ready.
+	node := registerNode(t, om)
+	got = eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionTrue})
+	g.Expect(got.Status.Ready).To(BeTrue())
+	g.Expect(got.Status.NodeName).To(Equal(node.Name))
+	g.Expect(got.Status.VMState).To(Equal("up"))
+	g.Expect(got.Status.FailureReason).To(BeNil())
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+	g.Expect(node.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
+	g.Expect(got.Status.Addresses).NotTo(BeEmpty())
+	for _, a := range got.Status.Addresses {
+		g.Expect(a.Address).NotTo(Equal(endpointHost))
+		g.Expect(a.Address).NotTo(HavePrefix("fe80:"))
+		g.Expect(string(a.Type)).To(Equal("InternalIP"))
+	}
+	g.Expect(got.Status.V1Beta2.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Status", BeEquivalentTo("True")))))
+	for _, reason := range []string{"VMCreated", "DisksUpdated", "VMStarted", "ProviderIDSet"} {
+		eventuallyEvent(t, om, reason)
+	}
+
+	// Deletion: shutdown, removal, finalizer dropped, VM and its disks gone from oVirt.
+	deleteAndWait(t, om)
+	_, exists := sim.VM(vm.ID)
+	g.Expect(exists).To(BeFalse())
+}
+
+func TestDeletionIsBlockedByACSIDiskUntilItIsDetached(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
+	registerNode(t, om)
+	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionTrue})
+
+	diskID, err := sim.AttachCSIDisk(vm.ID, 5)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Delete(ctx, om)).To(Succeed())
+
+	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineDeletedCondition, Status: corev1.ConditionFalse,
+		Reason: infrav1.VMHasNonSystemDiskReason, Severity: clusterv1beta1.ConditionSeverityWarning,
+		Message: "VM has non system disk, cannot delete"})
+	g.Expect(got.Finalizers).To(ContainElement(infrav1.MachineFinalizer))
+	note := eventuallyEvent(t, om, "DeletionBlocked")
+	g.Expect(note).To(ContainSubstring("pvc-"))
+	// The VM and the user's data are still there, the VM is down.
+	state, ok := sim.VM(vm.ID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(state.Status).To(Equal("down"))
+	g.Expect(state.Disks).To(HaveLen(2))
+	// Retried, still blocked.
+	g.Consistently(func() bool { _, ok := sim.VM(vm.ID); return ok }, "2s", "200ms").Should(BeTrue())
+
+	// The CSI driver (or an admin) detaches the disk: the next retry removes the VM.
+	g.Expect(sim.DetachDisk(vm.ID, diskID)).To(Succeed())
+	deleteAndWait(t, om)
+	_, ok = sim.VM(vm.ID)
+	g.Expect(ok).To(BeFalse())
+	g.Expect(strings.Join(diskAliases(sim.Dump()), ",")).To(ContainSubstring("pvc-"), "the detached CSI disk survives")
+}
+
+func diskAliases(st ovirtsim.State) []string {
+	var out []string
+	for _, d := range st.FloatingDisks {
+		out = append(out, d.Alias)
+	}
+	return out
+}
