@@ -100,6 +100,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	stopGateManagers()
 	if err := mgr.Stop(30 * time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: main manager: %v\n", err)
 		code = 1
