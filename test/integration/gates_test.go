@@ -183,4 +183,3 @@ func TestStorageDomainOverrideOnlyWithClone(t *testing.T) {
 	g.Expect(vm.Disks[0].StorageDomain).To(Equal("fast"))
 	deleteAndWait(t, om)
 }
-

@@ -176,7 +176,7 @@ func TestLeaderElectionLetsOneManagerAct(t *testing.T) {
 	g.Expect(created(follower)).To(BeTrue())
 	deleteAndWait(t, om)
 	deleteAndWait(t, om2)
-	g.Expect(follower.Stop(20 * time.Second)).To(Succeed(), "graceful shutdown exits 0")
+	g.Expect(follower.Stop(20*time.Second)).To(Succeed(), "graceful shutdown exits 0")
 }
 
 // TestManagerLogsItsFeatureGatesAndNoSecrets reads the debug log of the main manager, which has

@@ -5,8 +5,6 @@ import (
 	"cmp"
 	"encoding/xml"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,11 +126,10 @@ func (rq *apiReq) search(collection string, fields []string) (*searchQuery, bool
 }
 
 func readBody(rq *apiReq) ([]byte, *apiError) {
-	b, err := io.ReadAll(http.MaxBytesReader(rq.w, rq.r.Body, maxBodyBytes))
-	if err != nil {
-		return nil, &apiError{400, "Request syntactically incorrect.", "Cannot read the request body: " + err.Error()}
+	if rq.bodyErr != nil {
+		return nil, &apiError{400, "Request syntactically incorrect.", "Cannot read the request body: " + rq.bodyErr.Error()}
 	}
-	return b, nil
+	return rq.body, nil
 }
 
 // parseBody decodes an XML body with go-ovirt's reader for kind.
@@ -143,6 +140,10 @@ func parseBody[T any](rq *apiReq, kind string, read func(*ovirtsdk.XMLReader, *x
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, &apiError{400, "Request syntactically incorrect.", fmt.Sprintf("The request body is empty; expected <%s>.", kind)}
+	}
+	if bytes.IndexByte(b, '<') < 0 {
+		// go-ovirt's reader prints "err is EOF" to stdout when it finds no element.
+		return nil, &apiError{400, "Request syntactically incorrect.", fmt.Sprintf("The request body is not XML; expected <%s>.", kind)}
 	}
 	v, err := read(ovirtsdk.NewXMLReader(b), nil, kind)
 	if err != nil || v == nil {
@@ -159,6 +160,9 @@ func parseAction(rq *apiReq) (*ovirtsdk.Action, *apiError) {
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return &ovirtsdk.Action{}, nil
+	}
+	if bytes.IndexByte(b, '<') < 0 {
+		return nil, &apiError{400, "Request syntactically incorrect.", "The request body is not XML; expected <action>."}
 	}
 	a, err := ovirtsdk.XMLActionReadOne(ovirtsdk.NewXMLReader(b), nil, "action")
 	if err != nil || a == nil {

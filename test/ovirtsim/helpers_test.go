@@ -176,3 +176,20 @@ func admin(t testing.TB, sim *ovirtsim.Simulator, method, path, body string) (in
 	}
 	return resp.StatusCode, string(b)
 }
+
+// newAuthedRequest builds an API request with basic authentication.
+func newAuthedRequest(sim *ovirtsim.Simulator, method, path, body string) (*http.Request, error) {
+	req, err := http.NewRequest(method, sim.URL()+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(sim.Username(), sim.Password())
+	req.Header.Set("Content-Type", "application/xml")
+	return req, nil
+}
+
+func readAll(resp *http.Response) string {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

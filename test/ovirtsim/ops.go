@@ -64,6 +64,9 @@ func validName(n string) bool {
 	return true
 }
 
+// maxDiskBytes (1 PiB) keeps GiB arithmetic far from overflow.
+const maxDiskBytes = int64(1) << 50
+
 const badNameWhy = "The given name contains special characters. Only lower-case and upper-case letters, numbers, '_', '-', '.' are allowed."
 const dupNameWhy = "The VM name is already in use, please choose a unique name and try again."
 
@@ -333,6 +336,9 @@ func validateShape(v *vm, action string) *apiError {
 	if v.memory <= 0 {
 		return cannot(400, action, "Memory size must be positive.")
 	}
+	if v.guaranteed < 0 || v.maxMemory < 0 {
+		return cannot(400, action, "Memory values must not be negative.")
+	}
 	if v.guaranteed > v.memory {
 		return cannot(400, action, "Physical Memory Guaranteed cannot exceed Memory Size.")
 	}
@@ -525,6 +531,9 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 	}
 	var delta int64
 	if e.sizeBytes != nil {
+		if *e.sizeBytes > maxDiskBytes {
+			return cannot(400, action, "The disk size is too large.")
+		}
 		if *e.sizeBytes < d.sizeBytes {
 			return cannot(400, action, "New disk size cannot be smaller than the current disk size.")
 		}
@@ -614,6 +623,9 @@ func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk
 	var missing []string
 	if sp.sizeBytes <= 0 {
 		missing = append(missing, "provisionedSize")
+	}
+	if sp.sizeBytes > maxDiskBytes {
+		return nil, cannot(400, action, "The disk size is too large.")
 	}
 	if sp.sdID == "" && sp.sdName == "" {
 		missing = append(missing, "storageDomains.id|name")

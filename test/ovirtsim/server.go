@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -65,12 +66,15 @@ func (s *Simulator) pause(ctx context.Context, d time.Duration) {
 
 // apiReq is one API request being served.
 type apiReq struct {
-	w      http.ResponseWriter
-	r      *http.Request
-	ids    []string
-	q      url.Values
-	corr   string
-	status int
+	w       http.ResponseWriter
+	r       *http.Request
+	ids     []string
+	q       url.Values
+	corr    string
+	status  int
+	body    []byte
+	bodyErr error
+	bufs    *sync.Pool // response buffers of the simulator
 }
 
 func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
@@ -78,7 +82,7 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 	s.stats.enter()
 	defer s.stats.leave()
 	rt, ids, tmpl, known := s.match(r.Method, rest)
-	rq := &apiReq{w: w, r: r, ids: ids}
+	rq := &apiReq{w: w, r: r, ids: ids, bufs: &s.bufs}
 	gone := false
 	defer func() {
 		if rec := recover(); rec != nil && rq.status == 0 {
@@ -91,6 +95,10 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 		s.stats.record(RequestRecord{Start: start, End: time.Now(), Method: r.Method, Path: tmpl, Status: status}, true)
 	}()
 
+	// Read the body first: net/http notices a client that goes away (and
+	// cancels the context that ends latencies and hangs) only once the
+	// request body has been consumed.
+	rq.body, rq.bodyErr = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	ctx := r.Context()
 	s.pause(ctx, s.rules.delay(r.Method, tmpl))
 	if f, fire := s.rules.fault(r.Method, tmpl); fire {
@@ -151,16 +159,16 @@ type xmlBuf struct {
 	w   *ovirtsdk.XMLWriter
 }
 
-var xmlBufs = sync.Pool{New: func() any {
+func newXMLBuf() any {
 	b := &xmlBuf{}
 	b.w = ovirtsdk.NewXMLWriter(&b.buf)
 	return b
-}}
+}
 
 // writeXML renders with go-ovirt's own writer and answers with status.
 func (rq *apiReq) writeXML(status int, render func(*ovirtsdk.XMLWriter) error) {
-	b := xmlBufs.Get().(*xmlBuf)
-	defer xmlBufs.Put(b)
+	b := rq.bufs.Get().(*xmlBuf)
+	defer rq.bufs.Put(b)
 	b.buf.Reset()
 	if err := render(b.w); err != nil {
 		b.w.Reset(&b.buf)

@@ -162,6 +162,7 @@ type Simulator struct {
 
 	rules ruleSet
 	stats stats
+	bufs  sync.Pool // *xmlBuf
 }
 
 // Build validates the configuration, generates a CA and a server
@@ -203,6 +204,7 @@ func (b *Builder) Build() (*Simulator, error) {
 	s.rules.setLatency(cfg.Latency)
 	s.rules.setFaults(cfg.Faults)
 	s.routes = apiRoutes()
+	s.bufs.New = newXMLBuf
 
 	port := ln.Addr().(*net.TCPAddr).Port
 	urlHost := host

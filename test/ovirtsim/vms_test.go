@@ -46,8 +46,8 @@ func TestCreateVMFromTemplateWithEverySetting(t *testing.T) {
 		TemplateBuilder(ovirtsdk.NewTemplateBuilder().Id(templateID(t, conn, "rhcos-4.14"))).
 		Type(ovirtsdk.VMTYPE_HIGH_PERFORMANCE).
 		CpuBuilder(ovirtsdk.NewCpuBuilder().TopologyBuilder(ovirtsdk.NewCpuTopologyBuilder().Sockets(2).Cores(3).Threads(1))).
-		Memory(6<<30).
-		MemoryPolicyBuilder(ovirtsdk.NewMemoryPolicyBuilder().Guaranteed(4<<30).Max(12<<30)).
+		Memory(6 << 30).
+		MemoryPolicyBuilder(ovirtsdk.NewMemoryPolicyBuilder().Guaranteed(4 << 30).Max(12 << 30)).
 		Comment("owner=uid-123").Description("worker of cluster x").
 		InitializationBuilder(ovirtsdk.NewInitializationBuilder().CustomScript(ignition).HostName("m1")).
 		OsBuilder(ovirtsdk.NewOperatingSystemBuilder().Type("rhcos_x64")).

@@ -2,3 +2,11 @@
 // serves the mutating and validating webhooks of every OVirt* kind and nothing else (no
 // controllers, no leader election, no oVirt client).
 package webhook
+
+// The webhook reads OVirtProviders (diskclone and storage-domain defaults) through a read-only
+// cache, and nothing else: in particular no Secrets.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,verbs=get;list;watch
+
+// The metrics endpoint authenticates and authorizes scrapers through the API server.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

@@ -44,5 +44,8 @@ func (o *Options) Validate() error {
 	if o.CertDir == "" {
 		return fmt.Errorf("--cert-dir must not be empty")
 	}
+	if o.CertName == "" || o.KeyName == "" {
+		return fmt.Errorf("--cert-name and --key-name must not be empty")
+	}
 	return nil
 }

@@ -144,8 +144,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if removeCA {
 		defer os.Remove(caPath)
 	}
+	fmt.Fprintf(stdout, "OVIRT_URL=%s\nOVIRT_USERNAME=%s\nOVIRT_CA_FILE=%s\n", sim.URL(), sim.Username(), caPath)
 	if *urlFile != "" {
-		// Write then rename, so that a script polling for the file never reads half a URL.
+		// Written after stdout, so a script that waits for this file can read
+		// the printed lines too; write then rename, so it never reads half a URL.
 		tmp := filepath.Join(filepath.Dir(*urlFile), "."+filepath.Base(*urlFile)+".tmp")
 		if err := os.WriteFile(tmp, []byte(sim.URL()+"\n"), 0o644); err != nil {
 			return fmt.Errorf("writing URL file: %w", err)
@@ -155,7 +157,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.Remove(*urlFile)
 	}
-	fmt.Fprintf(stdout, "OVIRT_URL=%s\nOVIRT_USERNAME=%s\nOVIRT_CA_FILE=%s\n", sim.URL(), sim.Username(), caPath)
 
 	<-ctx.Done()
 	fmt.Fprintln(stderr, "ovirtsim: shutting down")
