@@ -3,6 +3,7 @@ package sdk
 import (
 	"cmp"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"slices"
@@ -375,14 +376,14 @@ func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
 	}
 
 	b := ovirtsdk.NewVmBuilder().
-		Name(spec.Name).
+		Name(xmlText(spec.Name)).
 		ClusterBuilder(ovirtsdk.NewClusterBuilder().Id(spec.ClusterID)).
 		TemplateBuilder(ovirtsdk.NewTemplateBuilder().Id(spec.TemplateID))
 	if spec.Comment != "" {
-		b.Comment(spec.Comment)
+		b.Comment(xmlText(spec.Comment))
 	}
 	if spec.Description != "" {
-		b.Description(spec.Description)
+		b.Description(xmlText(spec.Description))
 	}
 	if spec.Type != "" {
 		b.Type(ovirtsdk.VmType(spec.Type))
@@ -418,10 +419,10 @@ func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
 	if spec.CustomScript != "" || spec.HostName != "" {
 		ib := ovirtsdk.NewInitializationBuilder()
 		if spec.CustomScript != "" {
-			ib.CustomScript(spec.CustomScript)
+			ib.CustomScript(xmlText(spec.CustomScript))
 		}
 		if spec.HostName != "" {
-			ib.HostName(spec.HostName)
+			ib.HostName(xmlText(spec.HostName))
 		}
 		b.InitializationBuilder(ib)
 	}
@@ -477,7 +478,7 @@ func (c *client) UpdateDisk(ctx context.Context, vmID, diskID string, u ovirt.Di
 		db.ProvisionedSize(u.ProvisionedSize)
 	}
 	if u.Alias != "" {
-		db.Alias(u.Alias)
+		db.Alias(xmlText(u.Alias))
 	}
 	att, err := ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(db).Build()
 	if err != nil {
@@ -512,7 +513,7 @@ func (c *client) AddNIC(ctx context.Context, vmID, name, vnicProfileID string) (
 	if vmID == "" || name == "" || vnicProfileID == "" {
 		return nil, invalid(op, "VM id, NIC name and vNIC profile id are required")
 	}
-	nic, err := ovirtsdk.NewNicBuilder().Name(name).Interface(ovirtsdk.NICINTERFACE_VIRTIO).
+	nic, err := ovirtsdk.NewNicBuilder().Name(xmlText(name)).Interface(ovirtsdk.NICINTERFACE_VIRTIO).
 		VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id(vnicProfileID)).Build()
 	if err != nil {
 		return nil, invalid(op, "building the NIC: %v", err)
@@ -614,4 +615,17 @@ func (c *client) dropLookupsIfNotFound(err error) {
 	if err != nil && (errors.Is(err, ovirt.ErrNotFound) || errors.Is(err, ovirt.ErrInvalid)) {
 		c.s.cache.clear()
 	}
+}
+
+// xmlText escapes free text for an XML element. The SDK's writer escapes attributes but writes
+// element text verbatim, so a cloud-init script with "&&" or a heredoc ("<<EOF") would reach the
+// Engine as malformed XML (400). The Engine's parser turns the entities back into the original
+// characters.
+func xmlText(s string) string {
+	var b strings.Builder
+	if err := xml.EscapeText(&b, []byte(s)); err != nil {
+		// EscapeText fails only when the writer does; strings.Builder never does.
+		return s
+	}
+	return b.String()
 }

@@ -345,3 +345,34 @@ func TestLookupCache(t *testing.T) {
 		g.Expect(sim.TotalRequests()).To(BeNumerically(">", before))
 	})
 }
+
+// TestFreeTextReachesTheEngineUnchanged sends the characters the SDK's writer does not escape in
+// element text: a typical cloud-init script has "&&", heredocs and quotes.
+func TestFreeTextReachesTheEngineUnchanged(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := newSim(t)
+	e := newEnv(t, sim, Options{})
+	c, err := e.f.ForProvider(ctx, e.cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	cluster, err := c.FindCluster(ctx, "Default")
+	g.Expect(err).NotTo(HaveOccurred())
+	tpl, err := c.FindTemplate(ctx, "rhcos-4.14", "")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	script := "#cloud-config\nruncmd:\n  - [sh, -c, \"test -f /a && echo 'ok' > /b\"]\n  - cat <<EOF > /etc/x\n<tag attr=\"v\">&amp;</tag>\nEOF\n"
+	comment := `owner <team> & "friends"`
+	vm, err := c.CreateVM(ctx, ovirt.VMSpec{Name: "escapes", ClusterID: cluster.ID, TemplateID: tpl.ID,
+		CustomScript: script, Comment: comment, Description: "a & b < c", HostName: "escapes"})
+	g.Expect(err).NotTo(HaveOccurred())
+	state, ok := sim.VM(vm.ID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(state.CustomScript).To(Equal(script))
+	g.Expect(state.Comment).To(Equal(comment))
+	g.Expect(state.Description).To(Equal("a & b < c"))
+
+	// Disk aliases too.
+	g.Expect(c.UpdateDisk(ctx, vm.ID, state.Disks[0].ID, ovirt.DiskUpdate{Alias: "db & <logs>"})).To(Succeed())
+	state, _ = sim.VM(vm.ID)
+	g.Expect(state.Disks[0].Alias).To(Equal("db & <logs>"))
+}
