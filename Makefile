@@ -31,7 +31,7 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: verify lint envtest unit fuzz ## Everything CI runs: verify, lint, all tests, short fuzz runs.
+test: verify lint envtest charts-lint unit fuzz ## Everything CI runs: verify, lint, chart lint, all tests (unit, simulator, integration, conformance, charts), short fuzz runs.
 
 ##@ Build
 
@@ -45,6 +45,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs, RBAC and webhook manifes
 	cd apis && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./...
 	cd apis && $(CONTROLLER_GEN) crd paths=./... output:crd:artifacts:config=$(ROOT)/config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./pkg/controllers/... paths=./pkg/app/manager/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=webhook-role paths=./pkg/app/webhook/... output:rbac:artifacts:config=config/rbac/webhook
 	$(CONTROLLER_GEN) webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=config/webhook
 	hack/sync-chart-crds.sh
 
@@ -69,11 +70,37 @@ envtest: ## Build (once) the kube-apiserver and etcd binaries for envtest into b
 
 .PHONY: unit
 unit: envtest ## Run all Go tests of both modules (unit, simulator, envtest integration).
-	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./... ./apis/...
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) \
+		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./... ./apis/...
+
+.PHONY: conformance
+conformance: envtest ## Run the CAPI conformance suite only (CAPI core reconcilers drive CAPOV).
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) go test -count=1 -timeout 20m ./test/conformance/... -ginkgo.v
+
+.PHONY: integration
+integration: envtest ## Run the manager integration tests only (manager binary + envtest + simulator).
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) go test -count=1 -timeout 20m ./test/integration/...
 
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 3s) each.
 	hack/fuzz.sh $(FUZZTIME)
+
+##@ Charts and release
+
+.PHONY: charts-lint
+charts-lint: ## helm lint --strict both charts (helm built from the pinned module).
+	helm="$$(hack/helm.sh)"; for c in charts/capov-crds charts/capov; do "$$helm" lint --strict "$$c"; done
+
+.PHONY: charts-test
+charts-test: envtest ## Chart, clusterctl and envtest-install tests only.
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) \
+		go test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/charts/...
+
+.PHONY: release-manifests
+release-manifests: ## Write the clusterctl release assets (infrastructure-components.yaml, metadata, templates) to out/.
+	mkdir -p out
+	kubectl kustomize config/default > out/infrastructure-components.yaml
+	cp metadata.yaml templates/cluster-template*.yaml out/
 
 ##@ Tools
 
@@ -84,7 +111,13 @@ $(GOLANGCI_LINT):
 	hack/go-install-tool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the pinned tools into bin/tools.
+tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) helm clusterctl ## Build the pinned tools into bin/tools.
+
+.PHONY: helm clusterctl
+helm: ## Build helm from the pinned module into bin/tools and print its path.
+	@hack/helm.sh
+clusterctl: ## Build clusterctl from the pinned module into bin/tools and print its path.
+	@hack/clusterctl.sh
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the cached envtest assets and tools).

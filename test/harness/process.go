@@ -17,14 +17,7 @@ import (
 // BuildBinary builds ./cmd/<name> of the repository at root into dir and returns its path.
 // The Go build cache makes a rebuild of unchanged sources take about a second.
 func BuildBinary(ctx context.Context, root, dir, name string) (string, error) {
-	bin := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
-	}
-	return bin, nil
+	return buildPackage(ctx, root, filepath.Join(dir, name), "./cmd/"+name)
 }
 
 // Process is a binary started by Start. Its output goes to a log file.
@@ -120,13 +113,20 @@ func (p *Process) Logs() string {
 // LogContains reports whether the output contains s.
 func (p *Process) LogContains(s string) bool { return strings.Contains(p.Logs(), s) }
 
-// WaitForHTTP polls url until it answers 200 or ctx ends.
+// ErrGaveUp, returned by the probe of WaitForHTTP, stops the wait at once.
+var ErrGaveUp = errors.New("gave up waiting")
+
+// WaitForHTTP polls get until it answers 200, ctx ends or get returns an error wrapping
+// ErrGaveUp.
 func WaitForHTTP(ctx context.Context, get func(context.Context) (int, error)) error {
 	var last error
 	for {
 		code, err := get(ctx)
 		if err == nil && code == 200 {
 			return nil
+		}
+		if errors.Is(err, ErrGaveUp) {
+			return err
 		}
 		if err != nil {
 			last = err
@@ -148,4 +148,15 @@ func Tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// buildPackage builds a main package of the repository into out.
+func buildPackage(ctx context.Context, root, out, pkg string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return out, nil
 }

@@ -52,7 +52,7 @@ func (c *Common) AddFlags(fs *pflag.FlagSet, defaultMetrics, defaultHealth strin
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", defaultHealth,
 		"Address of the HTTP /healthz and /readyz endpoints.")
 	fs.Var(&c.FeatureGates, "feature-gates", featuregates.Usage())
-	fs.BoolVar(&c.Debug, "debug", false, fmt.Sprintf("Log at debug verbosity (V(%d)), including every oVirt API call.", DebugVerbosity))
+	fs.BoolVar(&c.Debug, "debug", false, fmt.Sprintf("Log at debug verbosity (V(%d)): per-request traces, for the manager every oVirt API call.", DebugVerbosity))
 	fs.IntVar(&c.Verbosity, "v", 0, "Log verbosity (logr V level); --debug raises it.")
 	fs.StringVar(&c.LogFormat, "log-format", "text", `Log format: "text" or "json".`)
 	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", 20, "Maximum queries per second to the management cluster API server.")

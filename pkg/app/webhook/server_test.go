@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+)
+
+func TestStartUpLogsTheResolvedFeatureGates(t *testing.T) {
+	g := NewWithT(t)
+	logs := suite.logs.String()
+	g.Expect(logs).To(MatchRegexp(`Resolved feature gates.*disk-add-vm-name=true,disk-clone=false,disk-keep-template-name=true`))
+	g.Expect(logs).To(ContainSubstring(`WARNING: ignoring unknown feature gate "disk-magic"`))
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	g := NewWithT(t)
+	for _, path := range []string{"/healthz", "/readyz", "/readyz/webhook", "/readyz/informers"} {
+		resp, err := http.Get("http://" + suite.healthAddr + path)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), path)
+	}
+}
+
+func TestTheServerNeedsNothingButItsRole(t *testing.T) {
+	// The server runs as a user bound to config/rbac/webhook/role.yaml only. Anything else it
+	// tried to read or watch (Secrets, say) would be refused and logged.
+	NewWithT(t).Expect(suite.logs.String()).NotTo(ContainSubstring("forbidden"))
+}
+
+func TestMetricsRequireAuthorization(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second} //nolint:gosec // self-signed metrics certificate
+	get := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+suite.metricsAddr+"/metrics", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := insecure.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, _ := get("")
+	g.Expect(code).To(Equal(http.StatusUnauthorized))
+
+	cs := kubernetes.NewForConfigOrDie(suite.env.Config)
+	token := func(name string) string {
+		_, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		return tr.Status.Token
+	}
+	code, _ = get(token("nobody"))
+	g.Expect(code).To(Equal(http.StatusForbidden), "authenticated but not allowed to get /metrics")
+
+	// A separate account for the allowed case: the server caches denials for a while.
+	scraper := token("prometheus")
+	_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "capov-metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "capov-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "capov-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: "default"}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	// RBAC changes reach the authorizer through its informers: allow a moment.
+	g.Eventually(func() int { code, _ := get(scraper); return code }).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal(http.StatusOK))
+	_, body := get(scraper)
+	g.Expect(body).To(ContainSubstring(`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine"}`))
+}
+
+// TestCertificateRotation replaces the serving certificate the way the kubelet updates a
+// cert-manager Secret volume and checks that new TLS handshakes present it, without a restart,
+// and that the API server keeps calling the webhook.
+func TestCertificateRotation(t *testing.T) {
+	g := NewWithT(t)
+	serial, err := servedSerial(suite.webhookAddr, suite.ca)
+	g.Expect(err).NotTo(HaveOccurred())
+	next := serial + 1
+	g.Expect(writeSecretVolume(suite.certDir, next, suite.ca)).To(Succeed())
+	start := time.Now()
+	g.Eventually(func() (int64, error) { return servedSerial(suite.webhookAddr, suite.ca) }).
+		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(next))
+	t.Logf("the rotated certificate was served after %s", time.Since(start).Round(time.Millisecond))
+
+	c, _ := newClient(t)
+	bad := newMachine(uniqueName("any-prov"), func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("nope") })
+	g.Expect(c.Create(context.Background(), bad)).To(MatchError(ContainSubstring("spec.providerID: Invalid value")),
+		"the API server still reaches the webhook")
+}
+
+func TestMainFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{"help prints the flags and exits 0", []string{"--help"}, 0, "--webhook-port int"},
+		{"an unknown flag exits 2", []string{"--leader-elect"}, 2, "unknown flag: --leader-elect"},
+		{"a port out of range exits 2", []string{"--webhook-port=70000"}, 2, "--webhook-port: 70000 is not a TCP port"},
+		{"an empty cert dir exits 2", []string{"--cert-dir="}, 2, "--cert-dir must not be empty"},
+		{"a stray argument exits 2", []string{"extra"}, 2, "unexpected arguments: extra"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var stdout, stderr bytes.Buffer
+			g.Expect(Main(tt.args, &stdout, &stderr)).To(Equal(tt.wantCode))
+			g.Expect(stdout.String() + stderr.String()).To(ContainSubstring(tt.wantOut))
+		})
+	}
+	var stdout bytes.Buffer
+	Main([]string{"--help"}, &stdout, io.Discard)
+	for _, flag := range []string{"--cert-dir", "--metrics-bind-address", "--health-probe-bind-address", "--feature-gates", "--debug", "--kube-api-qps", "--kube-api-burst"} {
+		NewWithT(t).Expect(strings.Contains(stdout.String(), flag)).To(BeTrue(), flag)
+	}
+}

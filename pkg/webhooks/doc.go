@@ -1,0 +1,12 @@
+// Package webhooks holds CAPOV's admission rules: one typed defaulter/validator per kind
+// (OVirtProvider, OVirtCluster, OVirtMachine, OVirtMachineTemplate) built on controller-runtime's
+// admission.Defaulter[T] and admission.Validator[T], and the pure functions they call.
+//
+// The rules never talk to oVirt: everything they decide is a function of the admitted object,
+// the object it replaces, the feature gates and, for machines, the OVirtProvider they name
+// (read from a cache). Every denial is an apierrors.NewInvalid whose causes carry the full field
+// path and say how to fix the value; non-fatal findings are admission warnings.
+//
+// The +kubebuilder:webhook markers in this package generate config/webhook/manifests.yaml
+// (make generate).
+package webhooks

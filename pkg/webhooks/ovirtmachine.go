@@ -1,0 +1,158 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,versions=v1beta1,name=default.ovirtmachine.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,versions=v1beta1,name=validation.ovirtmachine.infrastructure.cluster.x-k8s.io
+
+// OVirtMachineWebhook defaults and validates OVirtMachines.
+type OVirtMachineWebhook struct {
+	// Reader reads OVirtProviders (the webhook binary passes its cache).
+	Reader client.Reader
+	// Gates are the resolved feature gates; disk-clone is the last fallback of diskclone.
+	Gates featuregates.Gates
+}
+
+var (
+	_ admission.Defaulter[*infrav1.OVirtMachine] = &OVirtMachineWebhook{}
+	_ admission.Validator[*infrav1.OVirtMachine] = &OVirtMachineWebhook{}
+)
+
+// SetupWithManager registers the OVirtMachine webhooks with the manager's webhook server.
+func (w *OVirtMachineWebhook) SetupWithManager(mgr ctrl.Manager) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtMachine{}).WithDefaulter(w).WithValidator(w).Complete(); err != nil {
+		return fmt.Errorf("setting up the OVirtMachine webhooks: %w", err)
+	}
+	return nil
+}
+
+// Default fills spec.diskclone and spec.storagedomainname on create (see DefaultVMSpec). On
+// update it keeps the create-time defaults and turns the removal of status.failureReason or
+// status.failureMessage from the main resource into the ClearFailureAnnotation.
+func (w *OVirtMachineWebhook) Default(ctx context.Context, m *infrav1.OVirtMachine) error {
+	old := &infrav1.OVirtMachine{}
+	isUpdate, err := oldObjectFromRequest(ctx, old)
+	if err != nil {
+		return err
+	}
+	// The builder's logger already carries "OVirtMachine" (klog.KRef of the request).
+	log := ctrl.LoggerFrom(ctx)
+	if isUpdate {
+		KeepCreateDefaults(&m.Spec.OVirtVMSpec, &old.Spec.OVirtVMSpec)
+		if failureCleared(old, m) {
+			if m.Annotations == nil {
+				m.Annotations = map[string]string{}
+			}
+			m.Annotations[ClearFailureAnnotation] = "true"
+			log.Info("Asking the manager to clear the failure", "failureReason", ptr.Deref(old.Status.FailureReason, ""))
+		}
+		return nil
+	}
+	provider, err := getProvider(ctx, w.Reader, m.Spec.Provider)
+	if err != nil {
+		return err
+	}
+	DefaultVMSpec(&m.Spec.OVirtVMSpec, provider, w.Gates)
+	log.V(4).Info("Defaulted the machine spec", "diskclone", ptr.Deref(m.Spec.DiskClone, false),
+		"storagedomainname", m.Spec.StorageDomainName, "providerFound", provider != nil)
+	return nil
+}
+
+// failureCleared reports whether an update removes status.failureReason or
+// status.failureMessage that the stored object has.
+func failureCleared(old, m *infrav1.OVirtMachine) bool {
+	return old.Status.FailureReason != nil && m.Status.FailureReason == nil ||
+		old.Status.FailureMessage != nil && m.Status.FailureMessage == nil
+}
+
+// ValidateCreate checks the spec (ValidateVMSpec with the resolved clone mode, and providerID,
+// which clusterctl move carries over) and warns when the OVirtProvider is missing.
+func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVirtMachine) (admission.Warnings, error) {
+	provider, err := getProvider(ctx, w.Reader, m.Spec.Provider)
+	if err != nil {
+		return nil, err
+	}
+	clone := ResolveDiskClone(m.Spec.DiskClone, provider, w.Gates)
+	path := field.NewPath("spec")
+	errs := ValidateVMSpec(&m.Spec.OVirtVMSpec, path, clone)
+	errs = append(errs, validateProviderID(path.Child("providerID"), m.Spec.ProviderID)...)
+	return providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), invalid("OVirtMachine", m.Name, errs)
+}
+
+// ValidateUpdate enforces immutability: the spec cannot change after create, except that
+// spec.providerID may be set once (by the manager). The rest of the spec is not validated again,
+// so that objects admitted under older rules can still get finalizers removed and be deleted.
+func (w *OVirtMachineWebhook) ValidateUpdate(_ context.Context, oldM, m *infrav1.OVirtMachine) (admission.Warnings, error) {
+	path := field.NewPath("spec")
+	var errs field.ErrorList
+	providerIDPath := path.Child("providerID")
+	for _, p := range changedFields(path, &oldM.Spec, &m.Spec) {
+		if p.String() == providerIDPath.String() {
+			continue // checked below
+		}
+		errs = append(errs, field.Forbidden(p,
+			"the spec of an OVirtMachine cannot change after create: change the OVirtMachineTemplate instead "+
+				"(create a new one and point the MachineDeployment or KubeadmControlPlane at it), "+
+				"or delete this machine so that Cluster API replaces it"))
+	}
+	oldID, newID := ptr.Deref(oldM.Spec.ProviderID, ""), ptr.Deref(m.Spec.ProviderID, "")
+	switch {
+	case oldID == "":
+		// Setting it once is how the manager records the VM; an empty value changes nothing.
+		errs = append(errs, validateProviderID(providerIDPath, m.Spec.ProviderID)...)
+	case newID != oldID:
+		errs = append(errs, field.Forbidden(providerIDPath,
+			fmt.Sprintf("is set once by the manager and cannot be changed or removed afterwards; keep %q", oldID)))
+	}
+	return nil, invalid("OVirtMachine", m.Name, errs)
+}
+
+// ValidateDelete allows every deletion: the manager's finalizer protects the VM and its data.
+func (w *OVirtMachineWebhook) ValidateDelete(context.Context, *infrav1.OVirtMachine) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// validateProviderID checks a non-empty spec.providerID has the form the manager writes.
+func validateProviderID(path *field.Path, id *string) field.ErrorList {
+	v := ptr.Deref(id, "")
+	if v == "" {
+		return nil
+	}
+	if !strings.HasPrefix(v, infrav1.ProviderIDPrefix) || strings.TrimSpace(strings.TrimPrefix(v, infrav1.ProviderIDPrefix)) == "" {
+		return field.ErrorList{field.Invalid(path, v,
+			"must be "+infrav1.ProviderIDPrefix+"<vm-id>; remove it and the manager sets it once the VM exists")}
+	}
+	return nil
+}
+
+// providerWarnings are the findings about the OVirtProvider of a VM spec that must not block
+// admission: GitOps applies objects in any order, so a provider may appear after its machines.
+func providerWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, clone bool, gates featuregates.Gates) admission.Warnings {
+	if strings.TrimSpace(spec.Provider) == "" {
+		return nil
+	}
+	if provider == nil {
+		return admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: an empty spec.diskclone defaults to the disk-clone feature gate (%t) "+
+			"and the provider's diskclone and storagedomainname are not applied; create the OVirtProvider first, "+
+			"or set spec.diskclone explicitly (the manager waits for the provider before it creates the VM)", spec.Provider, gates.DiskClone)}
+	}
+	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !clone {
+		return admission.Warnings{fmt.Sprintf("OVirtProvider %s sets storagedomainname %s, but diskclone resolves to false here: "+
+			"the VM can only be created if %s is the template's storage domain (otherwise MachineCreated reports StorageDomainRequiresClone); "+
+			"to place the disks in %s, %s", provider.Name, sd, sd, sd, EnableCloneHint(provider.Name))}
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package webhooks
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+)
+
+func TestOVirtMachineTemplateDefault(t *testing.T) {
+	cloning := provider("ovirt-prod", func(p *infrav1.OVirtProvider) {
+		p.Spec.DiskClone, p.Spec.StorageDomainName = ptr.To(true), "fast-ssd"
+	})
+	tests := []struct {
+		name      string
+		provider  *infrav1.OVirtProvider
+		gates     featuregates.Gates
+		ctx       func(t *testing.T) context.Context
+		old       *infrav1.OVirtMachineTemplate
+		wantClone bool
+		wantSD    string
+	}{
+		{"a create takes diskclone and the storage domain from the provider", cloning, featuregates.Gates{}, nil, nil, true, "fast-ssd"},
+		{"a create whose provider does not exist takes diskclone from the gate only", nil, featuregates.Gates{DiskClone: true}, nil, nil, true, ""},
+		{"an update keeps the create-time defaults instead of resolving again", cloning, featuregates.Gates{}, nil,
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.DiskClone = ptr.To(false) }), false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := &OVirtMachineTemplateWebhook{Reader: readerWith(), Gates: tt.gates}
+			if tt.provider != nil {
+				w.Reader = readerWith(tt.provider)
+			}
+			ctx := context.Background()
+			if tt.old != nil {
+				ctx = updateContext(t, tt.old)
+			}
+			obj := machineTemplate()
+			g.Expect(w.Default(ctx, obj)).To(Succeed())
+			g.Expect(obj.Spec.Template.Spec.DiskClone).To(HaveValue(Equal(tt.wantClone)))
+			g.Expect(obj.Spec.Template.Spec.StorageDomainName).To(Equal(tt.wantSD))
+		})
+	}
+}
+
+func TestOVirtMachineTemplateValidateCreate(t *testing.T) {
+	tests := []struct {
+		name         string
+		provider     *infrav1.OVirtProvider
+		obj          *infrav1.OVirtMachineTemplate
+		wantErr      []string
+		wantWarnings int
+	}{
+		{"the product doc example is admitted", provider("ovirt-prod"), machineTemplate(), nil, 0},
+		{"a storage domain without cloning is refused under spec.template.spec", provider("ovirt-prod"),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
+			[]string{"spec.template.spec.storagedomainname: Invalid value: \"fast-ssd\"", "set spec.diskclone: true on OVirtProvider ovirt-prod"}, 0},
+		{"an OS disk above 65536 GiB is refused under spec.template.spec", provider("ovirt-prod"),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.OSDiskSizeGB = 100000 }),
+			[]string{"spec.template.spec.osdisksizegb: Invalid value: 100000"}, 0},
+		{"an empty vNIC profile is refused under spec.template.spec", provider("ovirt-prod"),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) {
+				t.Spec.Template.Spec.NICs = []infrav1.NIC{{VnicProfile: "a"}, {}}
+			}),
+			[]string{"spec.template.spec.nics[1].vnicprofile: Required value"}, 0},
+		{"a missing provider is admitted with a warning", nil, machineTemplate(), nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := &OVirtMachineTemplateWebhook{Reader: readerWith()}
+			if tt.provider != nil {
+				w.Reader = readerWith(tt.provider)
+			}
+			warnings, err := w.ValidateCreate(context.Background(), tt.obj)
+			g.Expect(warnings).To(HaveLen(tt.wantWarnings))
+			if tt.wantErr == nil {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
+			for _, want := range tt.wantErr {
+				g.Expect(err.Error()).To(ContainSubstring(want))
+			}
+		})
+	}
+}
+
+func TestOVirtMachineTemplateValidateUpdate(t *testing.T) {
+	dryRunAnnotated := func(t *infrav1.OVirtMachineTemplate) {
+		t.Annotations = map[string]string{clusterv1.TopologyDryRunAnnotation: ""}
+	}
+	tests := []struct {
+		name    string
+		update  func(*infrav1.OVirtMachineTemplate)
+		dryRun  bool
+		wantErr []string
+	}{
+		{"a metadata-only update is admitted", func(t *infrav1.OVirtMachineTemplate) { t.Labels = map[string]string{"a": "b"} }, false, nil},
+		{"a spec change is refused and says how to roll out", func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.Template = "rhcos-4.15" }, false,
+			[]string{"spec.template.spec.template: Forbidden: an OVirtMachineTemplate cannot change: create a new OVirtMachineTemplate"}},
+		{"a change of the machine metadata is refused", func(t *infrav1.OVirtMachineTemplate) {
+			t.Spec.Template.ObjectMeta.Labels = map[string]string{"node-role": "x"}
+		}, false, []string{"spec.template.metadata: Forbidden"}},
+		{"a topology dry-run with the annotation may change the spec", func(t *infrav1.OVirtMachineTemplate) {
+			dryRunAnnotated(t)
+			t.Spec.Template.Spec.Template = "rhcos-4.15"
+		}, true, nil},
+		{"a topology dry-run still validates the new spec", func(t *infrav1.OVirtMachineTemplate) {
+			dryRunAnnotated(t)
+			t.Spec.Template.Spec.CPU.Sockets = 0
+		}, true, []string{"spec.template.spec.cpu.sockets: Invalid value: 0"}},
+		{"a dry-run without the annotation is not exempt", func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.Template = "rhcos-4.15" }, true,
+			[]string{"spec.template.spec.template: Forbidden"}},
+		{"the annotation without dry-run is not exempt", func(t *infrav1.OVirtMachineTemplate) {
+			dryRunAnnotated(t)
+			t.Spec.Template.Spec.Template = "rhcos-4.15"
+		}, false, []string{"spec.template.spec.template: Forbidden"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			old := machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.DiskClone = ptr.To(false) })
+			obj := old.DeepCopy()
+			tt.update(obj)
+			ctx := admission.NewContextWithRequest(context.Background(), request(t, admissionv1.Update, obj, old, tt.dryRun))
+			_, err := (&OVirtMachineTemplateWebhook{Reader: readerWith(provider("ovirt-prod"))}).ValidateUpdate(ctx, old, obj)
+			if tt.wantErr == nil {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(causes(err)).To(HaveLen(len(tt.wantErr)), "%v", err)
+			for i, want := range tt.wantErr {
+				g.Expect(causes(err)[i]).To(ContainSubstring(want))
+			}
+		})
+	}
+}

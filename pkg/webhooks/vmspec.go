@@ -1,0 +1,161 @@
+package webhooks
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+)
+
+// Bounds of the VM spec that the API package does not name.
+const (
+	// MaxMemoryMB is the largest memory.sizemb (64 TiB), the CRD's maximum.
+	MaxMemoryMB = 67108864
+	// MaxNICs is the largest number of spec.nics, the CRD's maximum.
+	MaxNICs = 32
+)
+
+// vmTypes are the values of spec.vmtype besides empty (the template's type).
+var vmTypes = []string{string(infrav1.VMTypeServer), string(infrav1.VMTypeDesktop), string(infrav1.VMTypeHighPerformance)}
+
+// ResolveDiskClone decides whether the template disks of a new VM are cloned, in the order of
+// product doc §6: the machine's (or template's) spec.diskclone, else the OVirtProvider's
+// spec.diskclone, else the disk-clone feature gate. provider may be nil (not found). It mirrors
+// the manager's resolution, so that what admission checks is what the manager will do.
+func ResolveDiskClone(machine *bool, provider *infrav1.OVirtProvider, gates featuregates.Gates) bool {
+	switch {
+	case machine != nil:
+		return *machine
+	case provider != nil && provider.Spec.DiskClone != nil:
+		return *provider.Spec.DiskClone
+	default:
+		return gates.DiskClone
+	}
+}
+
+// DefaultVMSpec fills the create-time defaults of an OVirtMachine or OVirtMachineTemplate spec:
+// spec.diskclone gets the resolved clone mode when it is empty, and spec.storagedomainname gets
+// the provider's storage domain when it is empty, the provider names one and the resolved clone
+// mode is true. provider is nil when the OVirtProvider does not exist (yet): then only diskclone
+// is defaulted, from the gate.
+//
+// A provider storage domain is not copied when cloning is off: another domain requires cloning,
+// so copying it would make every machine of such a provider inadmissible; left empty, the manager
+// keeps the disks in the template's domain.
+func DefaultVMSpec(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, gates featuregates.Gates) {
+	clone := ResolveDiskClone(spec.DiskClone, provider, gates)
+	if spec.DiskClone == nil {
+		spec.DiskClone = ptr.To(clone)
+	}
+	if spec.StorageDomainName == "" && clone && provider != nil && provider.Spec.StorageDomainName != "" {
+		spec.StorageDomainName = provider.Spec.StorageDomainName
+	}
+}
+
+// KeepCreateDefaults carries the values DefaultVMSpec wrote at create time into an update that
+// leaves them empty. The spec is immutable, and a client that re-applies its original manifest
+// (server-side apply drops fields the manifest no longer names, a PUT sends only what the
+// client has) must not be refused for the defaults it never wrote.
+func KeepCreateDefaults(newSpec, oldSpec *infrav1.OVirtVMSpec) {
+	if newSpec.DiskClone == nil && oldSpec.DiskClone != nil {
+		newSpec.DiskClone = ptr.To(*oldSpec.DiskClone)
+	}
+	if newSpec.StorageDomainName == "" && oldSpec.StorageDomainName != "" {
+		newSpec.StorageDomainName = oldSpec.StorageDomainName
+	}
+}
+
+// EnableCloneHint names the three ways to turn disk cloning on (product doc §6), for the
+// OVirtProvider providerName.
+func EnableCloneHint(providerName string) string {
+	return fmt.Sprintf("set spec.diskclone: true on the OVirtMachine/OVirtMachineTemplate (the node group's Clone disk = Yes), "+
+		"set spec.diskclone: true on OVirtProvider %s, or enable the disk-clone feature gate of shturval-capov "+
+		"(customvalues.featureGates.disk-clone: true)", providerName)
+}
+
+// ValidateVMSpec checks the VM part of an OVirtMachine (path "spec") or OVirtMachineTemplate
+// (path "spec.template.spec"). resolvedClone is the clone mode ResolveDiskClone gives for it.
+// Each error carries the full path and how to fix the value.
+func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path, resolvedClone bool) field.ErrorList {
+	var errs field.ErrorList
+	if strings.TrimSpace(spec.Provider) == "" {
+		errs = append(errs, field.Required(path.Child("provider"),
+			"set the name of the cluster-scoped OVirtProvider that connects to the oVirt Engine, e.g. provider: ovirt-prod (see kubectl get capovp)"))
+	}
+	if strings.TrimSpace(spec.OVirtCluster) == "" {
+		errs = append(errs, field.Required(path.Child("ovirtcluster"),
+			"set the oVirt cluster to create the VM in, e.g. ovirtcluster: Default"))
+	}
+	if strings.TrimSpace(spec.Template) == "" {
+		errs = append(errs, field.Required(path.Child("template"),
+			"set the oVirt VM template to create the VM from, e.g. template: rhcos-4.14"))
+	}
+	if spec.StorageDomainName != "" && !resolvedClone {
+		errs = append(errs, field.Invalid(path.Child("storagedomainname"), spec.StorageDomainName,
+			"a storage domain other than the template's requires disk cloning, but diskclone resolves to false; to enable cloning, "+
+				EnableCloneHint(spec.Provider)+
+				" (an explicit diskclone: false in the manifest wins over the provider and the gate); "+
+				"or remove storagedomainname to keep the disks in the template's storage domain"))
+	}
+	if spec.OSDiskSizeGB < 0 || spec.OSDiskSizeGB > infrav1.MaxOSDiskSizeGB {
+		errs = append(errs, field.Invalid(path.Child("osdisksizegb"), spec.OSDiskSizeGB,
+			fmt.Sprintf("must be between 1 and %d (GiB); omit it to keep the template's disk size", infrav1.MaxOSDiskSizeGB)))
+	}
+	if spec.VMType != "" && !isVMType(spec.VMType) {
+		errs = append(errs, field.Invalid(path.Child("vmtype"), string(spec.VMType),
+			fmt.Sprintf("must be one of %s; omit it to keep the template's type", strings.Join(vmTypes, ", "))))
+	}
+	if c := spec.CPU; c != nil {
+		cpuPath := path.Child("cpu")
+		errs = append(errs, inRange(cpuPath.Child("sockets"), int64(c.Sockets), 1, infrav1.MaxSockets, "oVirt's MaxNumOfVmSockets")...)
+		errs = append(errs, inRange(cpuPath.Child("cores"), int64(c.Cores), 1, infrav1.MaxCoresPerSock, "oVirt's MaxNumOfCpuPerSocket")...)
+		errs = append(errs, inRange(cpuPath.Child("threads"), int64(c.Threads), 1, infrav1.MaxThreadsPerCPU, "oVirt's MaxNumOfThreadsPerCpu")...)
+	}
+	if m := spec.Memory; m != nil {
+		memPath := path.Child("memory")
+		if m.SizeMB < 1 || m.SizeMB > MaxMemoryMB {
+			errs = append(errs, field.Invalid(memPath.Child("sizemb"), m.SizeMB,
+				fmt.Sprintf("must be between 1 and %d (MiB); omit memory to keep the template's memory", MaxMemoryMB)))
+		}
+		switch {
+		case m.GuaranteedMB < 0:
+			errs = append(errs, field.Invalid(memPath.Child("guaranteedmb"), m.GuaranteedMB,
+				"must not be negative; omit it to use oVirt's default"))
+		case m.GuaranteedMB > m.SizeMB:
+			errs = append(errs, field.Invalid(memPath.Child("guaranteedmb"), m.GuaranteedMB,
+				fmt.Sprintf("must not exceed memory.sizemb (%d): lower memory.guaranteedmb or raise memory.sizemb", m.SizeMB)))
+		}
+	}
+	if len(spec.NICs) > MaxNICs {
+		errs = append(errs, field.TooMany(path.Child("nics"), len(spec.NICs), MaxNICs))
+	}
+	for i, nic := range spec.NICs {
+		if strings.TrimSpace(nic.VnicProfile) == "" {
+			errs = append(errs, field.Required(path.Child("nics").Index(i).Child("vnicprofile"),
+				"set the name of the oVirt vNIC profile to connect the interface to, e.g. vnicprofile: ovirtmgmt, or remove the entry"))
+		}
+	}
+	return errs
+}
+
+// inRange checks lo <= v <= hi for a CPU count and names the oVirt limit in the message.
+func inRange(path *field.Path, v, lo, hi int64, limit string) field.ErrorList {
+	if v >= lo && v <= hi {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, v,
+		fmt.Sprintf("must be between %d and %d (%s); the VM gets sockets x cores x threads vCPUs, omit cpu to keep the template's topology", lo, hi, limit))}
+}
+
+func isVMType(t infrav1.VMType) bool {
+	for _, v := range vmTypes {
+		if string(t) == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,139 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+)
+
+// ClearFailureAnnotation asks the manager to clear status.failureReason and
+// status.failureMessage of an OVirtMachine. The OVirtMachine defaulter sets it when an update of
+// the main resource removes those fields (the documented `kubectl patch --type=merge -p
+// '{"status":{"failureReason":null,"failureMessage":null}}'`, product doc §4.3): the API server
+// drops status changes sent to the main resource after the mutating webhooks ran, so the request
+// reaches the manager only through this annotation.
+//
+// It must stay equal to controllers.ClearFailureAnnotation in pkg/controllers (the webhook does
+// not import the controllers).
+const ClearFailureAnnotation = "capov.infrastructure.cluster.x-k8s.io/clear-failure"
+
+// SetupWithManager registers the defaulting and validating webhooks of every CAPOV kind with the
+// manager's webhook server. OVirtProviders are read through the manager's cache (read-only); the
+// informer is registered here so that the cache can be built with ReaderFailOnMissingInformer and
+// never starts an informer for anything else (no Secrets).
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.Gates) error {
+	if _, err := mgr.GetCache().GetInformer(ctx, &infrav1.OVirtProvider{}); err != nil {
+		return fmt.Errorf("registering the OVirtProvider informer: %w", err)
+	}
+	reader := mgr.GetCache()
+	if err := (&OVirtProviderWebhook{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&OVirtClusterWebhook{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&OVirtMachineWebhook{Reader: reader, Gates: gates}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&OVirtMachineTemplateWebhook{Reader: reader, Gates: gates}).SetupWithManager(mgr)
+}
+
+// invalid turns a non-empty error list into the Invalid status error the API server shows as
+// `<Kind> "<name>" is invalid: [<path>: <type>: <detail>, ...]`; nil when errs is empty.
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(infrav1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}
+
+// oldObjectFromRequest decodes the object an UPDATE replaces from the admission request in ctx
+// into into. Defaulters get only the new object from controller-runtime, so they read the old
+// one here. It reports false for CREATE, and when ctx carries no request (Default called
+// directly, as in unit tests): both mean "no previous object".
+func oldObjectFromRequest(ctx context.Context, into any) (bool, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+		return false, nil //nolint:nilerr // no request in ctx means no old object, not a failure
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, into); err != nil {
+		return false, apierrors.NewBadRequest(fmt.Sprintf("decoding the old object of the update: %v", err))
+	}
+	return true, nil
+}
+
+// requestFromContext returns the admission request controller-runtime put into ctx, if any.
+func requestFromContext(ctx context.Context) (admission.Request, bool) {
+	req, err := admission.RequestFromContext(ctx)
+	return req, err == nil
+}
+
+// getProvider reads the OVirtProvider named name. A missing provider is (nil, nil): GitOps tools
+// apply manifests in any order, and refusing machines until their provider exists could
+// deadlock a sync, so callers admit with a warning instead.
+func getProvider(ctx context.Context, r client.Reader, name string) (*infrav1.OVirtProvider, error) {
+	if r == nil || strings.TrimSpace(name) == "" {
+		return nil, nil
+	}
+	p := &infrav1.OVirtProvider{}
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		// Without the provider the clone mode cannot be resolved; failing the request (the
+		// webhook's failurePolicy is Fail anyway) is better than guessing.
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading OVirtProvider %q to resolve spec.diskclone: %w; retry the request", name, err))
+	}
+	return p, nil
+}
+
+// changedFields returns the paths of the fields of two structs of the same type that differ,
+// named by their JSON names under path; fields of inline (embedded) structs are flattened like
+// JSON does. Comparison is semantic (a nil and an empty list are equal), as they are the same
+// JSON. Walking the struct instead of listing fields keeps immutability checks complete when
+// the API gains a field.
+func changedFields(path *field.Path, oldObj, newObj any) []*field.Path {
+	ov, nv := reflect.Indirect(reflect.ValueOf(oldObj)), reflect.Indirect(reflect.ValueOf(newObj))
+	if !ov.IsValid() || !nv.IsValid() || ov.Kind() != reflect.Struct || nv.Type() != ov.Type() {
+		if equality.Semantic.DeepEqual(oldObj, newObj) {
+			return nil
+		}
+		return []*field.Path{path}
+	}
+	var out []*field.Path
+	t := ov.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" && (sf.Anonymous || strings.Contains(opts, "inline")) {
+			out = append(out, changedFields(path, ov.Field(i).Interface(), nv.Field(i).Interface())...)
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if !equality.Semantic.DeepEqual(ov.Field(i).Interface(), nv.Field(i).Interface()) {
+			out = append(out, path.Child(name))
+		}
+	}
+	return out
+}

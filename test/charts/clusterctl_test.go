@@ -1,0 +1,351 @@
+package charts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+)
+
+// clusterTemplates are the flavors in templates/ ("" is the default flavor).
+var clusterTemplates = map[string]string{
+	"":               "templates/cluster-template.yaml",
+	"storage-domain": "templates/cluster-template-storage-domain.yaml",
+}
+
+// templateVars are values for every variable without a default, as a user would set them.
+var templateVars = map[string]string{
+	"CLUSTER_NAME":                      "prod-a",
+	"NAMESPACE":                         "default",
+	"KUBERNETES_VERSION":                "v1.34.1",
+	"CONTROL_PLANE_MACHINE_COUNT":       "3",
+	"WORKER_MACHINE_COUNT":              "2",
+	"OVIRT_PROVIDER":                    "ovirt-prod",
+	"OVIRT_CLUSTER_NAME":                "Default",
+	"OVIRT_TEMPLATE_NAME":               "rhcos-4.14",
+	"OVIRT_CONTROL_PLANE_ENDPOINT_HOST": "10.0.1.100",
+	"OVIRT_STORAGE_DOMAIN":              "fast-ssd",
+}
+
+// clusterctlRepo lays out a local clusterctl repository with this tree's assets:
+// <dir>/infrastructure-ovirt/v<appVersion>/{infrastructure-components,metadata,cluster-template*}.yaml
+// and a clusterctl configuration naming only our provider. It returns the configuration path
+// and the version.
+func clusterctlRepo(t *testing.T) (configPath, version string) {
+	t.Helper()
+	dir := t.TempDir()
+	version = "v" + loadChart(t, "capov").Metadata.AppVersion
+	rel := filepath.Join(dir, "infrastructure-ovirt", version)
+	if err := os.MkdirAll(rel, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"infrastructure-components.yaml": kustomize(t)}
+	for _, f := range append([]string{"metadata.yaml"}, clusterTemplates[""], clusterTemplates["storage-domain"]) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(f)] = b
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(rel, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configPath = filepath.Join(dir, "clusterctl.yaml")
+	config := "providers:\n" +
+		"  - name: ovirt\n" +
+		"    url: " + filepath.Join(rel, "infrastructure-components.yaml") + "\n" +
+		"    type: InfrastructureProvider\n"
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return configPath, version
+}
+
+// clusterctl runs the clusterctl built from our module offline: no version check against
+// GitHub, a throw-away home (clusterctl writes ~/.cluster-api), only our provider configured.
+func clusterctl(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	bin := tool(t, "CLUSTERCTL", "clusterctl.sh")
+	vars := []string{"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "HOME=" + t.TempDir(), "GITHUB_TOKEN="}
+	for k, v := range env {
+		vars = append(vars, k+"="+v)
+	}
+	return run(t, vars, bin, args...)
+}
+
+func TestClusterctlGeneratesTheProviderOffline(t *testing.T) {
+	config, version := clusterctlRepo(t)
+
+	t.Run("describe: variables, images, namespace", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := clusterctl(t, nil, "generate", "provider", "--infrastructure", "ovirt:"+version, "--config", config, "--describe")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("Version:            " + version))
+		g.Expect(out).To(ContainSubstring("TargetNamespace:    capov-system"))
+		g.Expect(out).To(ContainSubstring("OVIRT_FEATURE_GATES"))
+		g.Expect(out).To(ContainSubstring("OVIRT_LOG_VERBOSITY"))
+		g.Expect(out).To(ContainSubstring("ghcr.io/capov/capov-manager:" + strings.TrimPrefix(version, "v")))
+		g.Expect(out).To(ContainSubstring("ghcr.io/capov/capov-webhook:" + strings.TrimPrefix(version, "v")))
+	})
+
+	t.Run("components with variables substituted", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := clusterctl(t, map[string]string{"OVIRT_FEATURE_GATES": "disk-clone=true"},
+			"generate", "provider", "--infrastructure", "ovirt:"+version, "--config", config)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		objs, err := parseYAMLDocs([]byte(out))
+		g.Expect(err).NotTo(HaveOccurred())
+		var managers int
+		for _, o := range objs {
+			// clusterctl labels every component; move and delete find them by these labels.
+			g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"))
+			g.Expect(o.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io"))
+			if o.GetKind() == "Deployment" && o.GetName() == managerDeployment {
+				managers++
+				g.Expect(containerNames(o)).To(ContainElement("manager"), "clusterctl requires a container named manager")
+			}
+		}
+		g.Expect(managers).To(Equal(1))
+		g.Expect(out).To(ContainSubstring("--feature-gates=disk-clone=true"))
+		g.Expect(out).NotTo(ContainSubstring("${"))
+	})
+
+	t.Run("another target namespace rewrites the webhook and certificate references", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := clusterctl(t, nil, "generate", "provider", "--infrastructure", "ovirt:"+version,
+			"--config", config, "--target-namespace", "capov-test")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("cert-manager.io/inject-ca-from: capov-test/capov-serving-cert"))
+		g.Expect(out).To(ContainSubstring("capov-webhook-service.capov-test.svc"))
+		objs, err := parseYAMLDocs([]byte(out))
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue // the descriptions mention the default namespace
+			}
+			b, err := yaml.Marshal(o.Object)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b)).NotTo(ContainSubstring("capov-system"), o.GetKind()+"/"+o.GetName())
+		}
+	})
+}
+
+// containerNames lists the container names of a Deployment.
+func containerNames(o *unstructured.Unstructured) []string {
+	var names []string
+	cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	for _, c := range cs {
+		if m, ok := c.(map[string]any); ok {
+			names = append(names, fmt.Sprint(m["name"]))
+		}
+	}
+	return names
+}
+
+func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
+	config, version := clusterctlRepo(t)
+	required := map[string][]string{
+		"": {"KUBERNETES_VERSION", "OVIRT_CLUSTER_NAME", "OVIRT_CONTROL_PLANE_ENDPOINT_HOST", "OVIRT_PROVIDER", "OVIRT_TEMPLATE_NAME"},
+	}
+	required["storage-domain"] = append(append([]string{}, required[""]...), "OVIRT_STORAGE_DOMAIN")
+	sort.Strings(required["storage-domain"])
+
+	for flavor, file := range clusterTemplates {
+		t.Run("flavor "+flavor, func(t *testing.T) {
+			g := NewWithT(t)
+			args := []string{"generate", "cluster", "prod-a", "--infrastructure", "ovirt:" + version, "--config", config,
+				"--target-namespace", "default", "--list-variables"}
+			if flavor != "" {
+				args = append(args, "--flavor", flavor)
+			}
+			out, err := clusterctl(t, nil, args...)
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			req := strings.SplitN(strings.SplitN(out, "Optional Variables:", 2)[0], "Required Variables:", 2)[1]
+			g.Expect(strings.Fields(strings.ReplaceAll(req, "-", ""))).To(Equal(required[flavor]), out)
+			for _, v := range []string{"CLUSTER_NAME", "NAMESPACE", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT",
+				"OVIRT_VNIC_PROFILE", "OVIRT_CONTROL_PLANE_ENDPOINT_PORT", "OVIRT_CONTROL_PLANE_CPU_CORES"} {
+				g.Expect(out).To(ContainSubstring(v))
+			}
+
+			// The file form, as in `clusterctl generate cluster --from`.
+			out, err = clusterctl(t, nil, "generate", "cluster", "prod-a", "--from", filepath.Join(root, file),
+				"--target-namespace", "default", "--list-variables")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("Required Variables:"))
+		})
+	}
+
+	t.Run("a full generate substitutes every variable", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := clusterctl(t, templateVars, "generate", "cluster", "prod-a", "--infrastructure", "ovirt:"+version,
+			"--config", config, "--target-namespace", "default", "--kubernetes-version", "v1.34.1",
+			"--control-plane-machine-count", "3", "--worker-machine-count", "2")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).NotTo(ContainSubstring("${"))
+		objs, err := parseYAMLDocs([]byte(out))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(objs).To(HaveLen(7))
+	})
+}
+
+// generatedCluster substitutes a cluster template like clusterctl and decodes every object
+// strictly into the Go type of its kind (CAPOV's own types for OVirt* objects).
+func generatedCluster(t *testing.T, file string) []runtime.Object {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := parseYAMLDocs([]byte(envsubst(t, string(b), templateVars)))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var out []runtime.Object
+	for _, u := range objs {
+		var obj runtime.Object
+		switch u.GetKind() {
+		case "Cluster":
+			obj = &clusterv1.Cluster{}
+		case "MachineDeployment":
+			obj = &clusterv1.MachineDeployment{}
+		case "KubeadmControlPlane":
+			obj = &controlplanev1.KubeadmControlPlane{}
+		case "KubeadmConfigTemplate":
+			obj = &bootstrapv1.KubeadmConfigTemplate{}
+		case "OVirtCluster":
+			obj = &infrav1.OVirtCluster{}
+		case "OVirtMachineTemplate":
+			obj = &infrav1.OVirtMachineTemplate{}
+		default:
+			t.Fatalf("%s: unexpected kind %s", file, u.GetKind())
+		}
+		decodeStrict(t, u, obj)
+		out = append(out, obj)
+	}
+	return out
+}
+
+func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
+	for flavor, file := range clusterTemplates {
+		t.Run("flavor "+flavor, func(t *testing.T) {
+			g := NewWithT(t)
+			raw, err := os.ReadFile(filepath.Join(root, file))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(withoutComments(string(raw))).NotTo(ContainSubstring("cloud-provider"),
+				"there is no oVirt cloud-controller-manager: CAPOV sets the providerID itself")
+			vars := variables(string(raw))
+			for _, v := range []string{"CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT"} {
+				g.Expect(vars).To(HaveKey(v), "clusterctl's common variable %s", v)
+			}
+			for v := range vars {
+				switch v {
+				case "CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT", "POD_CIDR", "SERVICE_CIDR":
+				default:
+					g.Expect(v).To(HavePrefix("OVIRT_"), "provider variables carry the provider name")
+				}
+			}
+
+			objs := generatedCluster(t, file)
+			kinds := map[string]int{}
+			var cluster *clusterv1.Cluster
+			var ovc *infrav1.OVirtCluster
+			var kcp *controlplanev1.KubeadmControlPlane
+			var md *clusterv1.MachineDeployment
+			templates := map[string]*infrav1.OVirtMachineTemplate{}
+			for _, o := range objs {
+				switch o := o.(type) {
+				case *clusterv1.Cluster:
+					cluster = o
+				case *infrav1.OVirtCluster:
+					ovc = o
+				case *controlplanev1.KubeadmControlPlane:
+					kcp = o
+				case *clusterv1.MachineDeployment:
+					md = o
+				case *infrav1.OVirtMachineTemplate:
+					templates[o.Name] = o
+				}
+				kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+			}
+			g.Expect(kinds).To(Equal(map[string]int{
+				"Cluster": 1, "OVirtCluster": 1, "KubeadmControlPlane": 1, "MachineDeployment": 1,
+				"KubeadmConfigTemplate": 1, "OVirtMachineTemplate": 2,
+			}))
+
+			// The references resolve to the objects of the template.
+			g.Expect(cluster.Spec.InfrastructureRef.Name).To(Equal(ovc.Name))
+			g.Expect(cluster.Spec.InfrastructureRef.APIGroup).To(Equal(infrav1.GroupVersion.Group))
+			g.Expect(cluster.Spec.ControlPlaneRef.Name).To(Equal(kcp.Name))
+			g.Expect(ovc.Spec.ControlPlaneEndpoint.Host).To(Equal("10.0.1.100"))
+			g.Expect(ovc.Spec.ControlPlaneEndpoint.Port).To(BeEquivalentTo(6443))
+			g.Expect(kcp.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+			g.Expect(kcp.Spec.Version).To(Equal("v1.34.1"))
+			g.Expect(templates).To(HaveKey(kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name))
+			g.Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(md.Spec.ClusterName).To(Equal(cluster.Name))
+			g.Expect(templates).To(HaveKey(md.Spec.Template.Spec.InfrastructureRef.Name))
+			g.Expect(md.Spec.Template.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfigTemplate"))
+
+			for name, tpl := range templates {
+				s := tpl.Spec.Template.Spec
+				g.Expect(s.Provider).To(Equal("ovirt-prod"), name)
+				g.Expect(s.OVirtCluster).To(Equal("Default"), name)
+				g.Expect(s.Template).To(Equal("rhcos-4.14"), name)
+				g.Expect(s.NICs).To(HaveLen(1), name)
+				g.Expect(s.NICs[0].VnicProfile).To(Equal("ovirtmgmt"), name)
+				g.Expect(s.CPU.Cores).To(BeEquivalentTo(4), name)
+				if flavor == "storage-domain" {
+					g.Expect(s.StorageDomainName).To(Equal("fast-ssd"), name)
+					g.Expect(s.DiskClone).To(HaveValue(BeTrue()), "another storage domain needs cloned disks")
+				} else {
+					g.Expect(s.StorageDomainName).To(BeEmpty(), name)
+					g.Expect(s.DiskClone).To(BeNil(), name)
+				}
+			}
+		})
+	}
+}
+
+// withoutComments drops the comment lines of a YAML file.
+func withoutComments(s string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestStorageDomainFlavorOnlyAddsTheStorageDomain keeps the two flavors from drifting apart.
+func TestStorageDomainFlavorOnlyAddsTheStorageDomain(t *testing.T) {
+	g := NewWithT(t)
+	base, err := os.ReadFile(filepath.Join(root, clusterTemplates[""]))
+	g.Expect(err).NotTo(HaveOccurred())
+	flavor, err := os.ReadFile(filepath.Join(root, clusterTemplates["storage-domain"]))
+	g.Expect(err).NotTo(HaveOccurred())
+	var kept []string
+	for _, line := range strings.Split(withoutComments(string(flavor)), "\n") {
+		switch strings.TrimSpace(line) {
+		case `storagedomainname: "${OVIRT_STORAGE_DOMAIN}"`, "diskclone: true":
+		default:
+			kept = append(kept, line)
+		}
+	}
+	g.Expect(strings.Join(kept, "\n")).To(Equal(withoutComments(string(base))),
+		"cluster-template-storage-domain.yaml must equal cluster-template.yaml plus storagedomainname and diskclone")
+}

@@ -1,0 +1,426 @@
+package charts
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// readObjects parses a multi-document YAML file of the repository.
+func readObjects(t *testing.T, rel string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatalf("reading %s: %v", rel, err)
+	}
+	objs, err := parseYAMLDocs(b)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", rel, err)
+	}
+	return objs
+}
+
+// parseYAMLDocs parses "---"-separated YAML documents, skipping empty ones.
+func parseYAMLDocs(b []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, fmt.Errorf("%w in\n%s", err, doc)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// decodeStrict converts an unstructured object to a typed one, failing on unknown fields.
+func decodeStrict(t *testing.T, u *unstructured.Unstructured, into runtime.Object) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+// permissions flattens RBAC rules into one sorted line per permission, so two rule lists
+// compare equal when they grant the same, whatever their grouping and order.
+func permissions(rules []rbacv1.PolicyRule) []string {
+	set := map[string]bool{}
+	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, verb := range r.Verbs {
+			for _, url := range r.NonResourceURLs {
+				set["url "+url+" "+verb] = true
+			}
+			for _, group := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, name := range names {
+						set[fmt.Sprintf("%s/%s %s %s", group, res, name, verb)] = true
+					}
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestChartRBACMatchesTheGeneratedRoles(t *testing.T) {
+	r := mustRender(t, nil)
+	tests := []struct {
+		file, kind, chartName string
+	}{
+		{"config/rbac/role.yaml", "ClusterRole", "capov-manager-role"},
+		{"config/rbac/leader_election_role.yaml", "Role", "capov-leader-election-role"},
+		{"config/rbac/metrics_reader_role.yaml", "ClusterRole", "capov-metrics-reader"},
+		{"config/rbac/webhook/role.yaml", "ClusterRole", "capov-webhook-role"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.chartName, func(t *testing.T) {
+			g := NewWithT(t)
+			objs := readObjects(t, tt.file)
+			g.Expect(objs).To(HaveLen(1))
+			var want []rbacv1.PolicyRule
+			if tt.kind == "Role" {
+				role := &rbacv1.Role{}
+				decodeStrict(t, objs[0], role)
+				want = role.Rules
+			} else {
+				role := &rbacv1.ClusterRole{}
+				decodeStrict(t, objs[0], role)
+				want = role.Rules
+			}
+			var got []rbacv1.PolicyRule
+			if tt.kind == "Role" {
+				got = get[rbacv1.Role](t, r, "Role", tt.chartName).Rules
+			} else {
+				got = get[rbacv1.ClusterRole](t, r, "ClusterRole", tt.chartName).Rules
+			}
+			g.Expect(permissions(got)).To(Equal(permissions(want)),
+				"charts/capov drifted from %s (make generate): copy its rules into the chart template", tt.file)
+		})
+	}
+}
+
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	r := mustRender(t, values(t, `metrics: {readerSubjects: [{kind: Group, name: monitoring}]}`))
+	byRole := map[string][]string{}
+	for _, o := range r.objs {
+		var rules []rbacv1.PolicyRule
+		switch o.GetKind() {
+		case "Role":
+			role := &rbacv1.Role{}
+			decodeStrict(t, o, role)
+			rules = role.Rules
+		case "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			decodeStrict(t, o, role)
+			g := NewWithT(t)
+			g.Expect(role.AggregationRule).To(BeNil(), o.GetName())
+			rules = role.Rules
+		default:
+			continue
+		}
+		byRole[o.GetName()] = permissions(rules)
+	}
+	g := NewWithT(t)
+	g.Expect(byRole).To(HaveLen(4))
+	for name, perms := range byRole {
+		for _, p := range perms {
+			g.Expect(p).NotTo(ContainSubstring("*"), "%s grants a wildcard: %s", name, p)
+			g.Expect(p).NotTo(MatchRegexp(` (escalate|bind|impersonate)$`), "%s: %s", name, p)
+		}
+	}
+	g.Expect(byRole["capov-webhook-role"]).To(Equal([]string{
+		"authentication.k8s.io/tokenreviews  create",
+		"authorization.k8s.io/subjectaccessreviews  create",
+		"infrastructure.cluster.x-k8s.io/ovirtproviders  get",
+		"infrastructure.cluster.x-k8s.io/ovirtproviders  list",
+		"infrastructure.cluster.x-k8s.io/ovirtproviders  watch",
+	}), "the webhook reads OVirtProviders and checks metrics callers, nothing else (no Secrets)")
+	g.Expect(byRole["capov-metrics-reader"]).To(Equal([]string{"url /metrics get"}))
+	for _, p := range byRole["capov-manager-role"] {
+		g.Expect(p).NotTo(MatchRegexp(`^/secrets .*(create|delete)$`), "the manager never creates or deletes Secrets")
+	}
+
+	// Each ServiceAccount is bound to its own roles only.
+	subjects := map[string][]string{}
+	for _, o := range r.objs {
+		switch o.GetKind() {
+		case "RoleBinding":
+			b := &rbacv1.RoleBinding{}
+			decodeStrict(t, o, b)
+			for _, s := range b.Subjects {
+				subjects[b.RoleRef.Name] = append(subjects[b.RoleRef.Name], s.Kind+"/"+s.Namespace+"/"+s.Name)
+			}
+		case "ClusterRoleBinding":
+			b := &rbacv1.ClusterRoleBinding{}
+			decodeStrict(t, o, b)
+			for _, s := range b.Subjects {
+				subjects[b.RoleRef.Name] = append(subjects[b.RoleRef.Name], s.Kind+"/"+s.Namespace+"/"+s.Name)
+			}
+		}
+	}
+	g.Expect(subjects).To(Equal(map[string][]string{
+		"capov-manager-role":         {"ServiceAccount/" + namespace + "/capov-manager"},
+		"capov-leader-election-role": {"ServiceAccount/" + namespace + "/capov-manager"},
+		"capov-webhook-role":         {"ServiceAccount/" + namespace + "/capov-webhook"},
+		"capov-metrics-reader":       {"Group//monitoring"},
+	}))
+}
+
+func TestChartWebhooksMatchTheGeneratedConfigurations(t *testing.T) {
+	g := NewWithT(t)
+	r := mustRender(t, nil)
+	objs := readObjects(t, "config/webhook/manifests.yaml")
+
+	normalize := func(cfg *admissionregistrationv1.WebhookClientConfig) {
+		// The Service is named differently (the chart's fixed names, kustomize's prefix).
+		g.Expect(cfg.Service).NotTo(BeNil())
+		cfg.Service.Name, cfg.Service.Namespace = "", ""
+	}
+	var checked int
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration":
+			want := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			decodeStrict(t, o, want)
+			got := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, o.GetKind(), "capov-"+o.GetName())
+			for i := range want.Webhooks {
+				normalize(&want.Webhooks[i].ClientConfig)
+			}
+			for i := range got.Webhooks {
+				normalize(&got.Webhooks[i].ClientConfig)
+			}
+			sort.Slice(want.Webhooks, func(i, j int) bool { return want.Webhooks[i].Name < want.Webhooks[j].Name })
+			sort.Slice(got.Webhooks, func(i, j int) bool { return got.Webhooks[i].Name < got.Webhooks[j].Name })
+			g.Expect(got.Webhooks).To(Equal(want.Webhooks), "charts/capov drifted from config/webhook/manifests.yaml (make generate)")
+			checked++
+		case "ValidatingWebhookConfiguration":
+			want := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			decodeStrict(t, o, want)
+			got := get[admissionregistrationv1.ValidatingWebhookConfiguration](t, r, o.GetKind(), "capov-"+o.GetName())
+			for i := range want.Webhooks {
+				normalize(&want.Webhooks[i].ClientConfig)
+			}
+			for i := range got.Webhooks {
+				normalize(&got.Webhooks[i].ClientConfig)
+			}
+			sort.Slice(want.Webhooks, func(i, j int) bool { return want.Webhooks[i].Name < want.Webhooks[j].Name })
+			sort.Slice(got.Webhooks, func(i, j int) bool { return got.Webhooks[i].Name < got.Webhooks[j].Name })
+			g.Expect(got.Webhooks).To(Equal(want.Webhooks), "charts/capov drifted from config/webhook/manifests.yaml (make generate)")
+			checked++
+		}
+	}
+	g.Expect(checked).To(Equal(2))
+}
+
+func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
+	g := NewWithT(t)
+	bases, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bases).To(HaveLen(4))
+	templates, err := filepath.Glob(filepath.Join(root, "charts", "capov-crds", "templates", "infrastructure.cluster.x-k8s.io_*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(templates).To(HaveLen(len(bases)), "run hack/sync-chart-crds.sh (make generate)")
+
+	r, err := render(t, "capov-crds", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.objs).To(HaveLen(len(bases)))
+	for _, f := range bases {
+		want := &apiextensionsv1.CustomResourceDefinition{}
+		b, err := os.ReadFile(f)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(yaml.UnmarshalStrict(b, want)).To(Succeed())
+		got := get[apiextensionsv1.CustomResourceDefinition](t, r, "CustomResourceDefinition", want.Name)
+
+		g.Expect(got.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"), want.Name)
+		delete(got.Annotations, "helm.sh/resource-policy")
+		g.Expect(got).To(Equal(want), "%s: charts/capov-crds is stale; run hack/sync-chart-crds.sh (make generate)", want.Name)
+
+		g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"), want.Name)
+		g.Expect(got.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io"), want.Name)
+		if got.Spec.Names.Kind == "OVirtProvider" {
+			g.Expect(got.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
+		} else {
+			g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1beta1"), want.Name)
+		}
+	}
+}
+
+func TestVersionsAgreeAcrossChartsAndClusterctlAssets(t *testing.T) {
+	g := NewWithT(t)
+	main, crds := loadChart(t, "capov").Metadata, loadChart(t, "capov-crds").Metadata
+	g.Expect(crds.Version).To(Equal(main.Version))
+	g.Expect(crds.AppVersion).To(Equal(main.AppVersion))
+
+	// metadata.yaml covers the release with the v1beta1 contract.
+	var meta struct {
+		APIVersion    string `json:"apiVersion"`
+		Kind          string `json:"kind"`
+		ReleaseSeries []struct {
+			Major    int32  `json:"major"`
+			Minor    int32  `json:"minor"`
+			Contract string `json:"contract"`
+		} `json:"releaseSeries"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "metadata.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(yaml.UnmarshalStrict(b, &meta)).To(Succeed())
+	g.Expect(meta.APIVersion).To(Equal("clusterctl.cluster.x-k8s.io/v1alpha3"))
+	g.Expect(meta.Kind).To(Equal("Metadata"))
+	var major, minor int32
+	_, err = fmt.Sscanf(main.AppVersion, "%d.%d.", &major, &minor)
+	g.Expect(err).NotTo(HaveOccurred())
+	var covered bool
+	for _, s := range meta.ReleaseSeries {
+		g.Expect(s.Contract).To(Equal("v1beta1"), "CAPOV implements the v1beta1 contract")
+		covered = covered || (s.Major == major && s.Minor == minor)
+	}
+	g.Expect(covered).To(BeTrue(), "metadata.yaml needs a release series for %s", main.AppVersion)
+
+	// The clusterctl components use the same images as the chart's defaults.
+	for _, f := range []string{"config/manager/manager.yaml", "config/manager/webhook.yaml"} {
+		d := &appsv1.Deployment{}
+		decodeStrict(t, readObjects(t, f)[0], d)
+		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":"+main.AppVersion), f)
+	}
+}
+
+// kustomize builds config/default like `make release-manifests` does.
+func kustomize(t *testing.T) []byte {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl is needed to build config/default: %v", err)
+	}
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", "default"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
+func TestClusterctlComponentsMatchTheChart(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := parseYAMLDocs([]byte(envsubst(t, string(kustomize(t)), nil)))
+	g.Expect(err).NotTo(HaveOccurred())
+	r := mustRender(t, nil)
+
+	// The same objects under the same names, plus the namespace and the CRDs.
+	bases, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var crds int
+	var got []string
+	for _, o := range objs {
+		g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"), o.GetName())
+		switch o.GetKind() {
+		case "Namespace":
+			g.Expect(o.GetName()).To(Equal(namespace))
+			continue
+		case "CustomResourceDefinition":
+			crds++
+			continue
+		}
+		if o.GetNamespace() != "" {
+			g.Expect(o.GetNamespace()).To(Equal(namespace), o.GetKind()+"/"+o.GetName())
+		}
+		got = append(got, o.GetKind()+"/"+o.GetName())
+	}
+	sort.Strings(got)
+	g.Expect(got).To(Equal(r.kinds()))
+	g.Expect(crds).To(Equal(len(bases)), "config/crd/kustomization.yaml must list every CRD of config/crd/bases")
+
+	// The same pods, apart from Helm's labels.
+	for _, name := range []string{managerDeployment, webhookDeployment} {
+		want := get[appsv1.Deployment](t, r, "Deployment", name)
+		var u *unstructured.Unstructured
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" && o.GetName() == name {
+				u = o
+			}
+		}
+		g.Expect(u).NotTo(BeNil(), name)
+		have := &appsv1.Deployment{}
+		decodeStrict(t, u, have)
+		g.Expect(have.Spec.Replicas).To(Equal(want.Spec.Replicas), name)
+		g.Expect(have.Spec.Selector).To(Equal(want.Spec.Selector), name)
+		wantPod, havePod := want.Spec.Template.Spec, have.Spec.Template.Spec
+		wantC, haveC := wantPod.Containers[0], havePod.Containers[0]
+		haveC.Args = withoutFlag(haveC.Args, "--v") // a clusterctl variable the chart leaves to extraArgs
+		g.Expect(haveC).To(Equal(wantC), name)
+		wantPod.Containers, havePod.Containers = nil, nil
+		g.Expect(havePod).To(Equal(wantPod), name)
+	}
+}
+
+func withoutFlag(args []string, flag string) []string {
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, flag+"=") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// envsubstPattern matches ${VAR}, ${VAR:=default} and ${VAR:-default}, the forms clusterctl's
+// variable processor handles.
+var envsubstPattern = regexp.MustCompile(`\$\{([A-Z0-9_]+)(?::[=-]([^}]*))?\}`)
+
+// envsubst substitutes variables like clusterctl does; a variable without a value and without
+// a default fails the test.
+func envsubst(t *testing.T, s string, vars map[string]string) string {
+	t.Helper()
+	var missing []string
+	out := envsubstPattern.ReplaceAllStringFunc(s, func(m string) string {
+		sub := envsubstPattern.FindStringSubmatch(m)
+		if v, ok := vars[sub[1]]; ok {
+			return v
+		}
+		if strings.Contains(m, ":") {
+			return sub[2]
+		}
+		missing = append(missing, sub[1])
+		return m
+	})
+	if len(missing) > 0 {
+		t.Fatalf("variables without a value: %v", missing)
+	}
+	return out
+}
+
+// variables lists the variables a clusterctl asset uses and whether each has a default.
+func variables(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range envsubstPattern.FindAllStringSubmatch(s, -1) {
+		out[m[1]] = out[m[1]] || strings.Contains(m[0], ":")
+	}
+	return out
+}

@@ -1,0 +1,252 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/test/harness"
+)
+
+// poolVMs counts the simulator's VMs of a MachineDeployment (MachineSet names InfraMachines
+// after their Machine, which starts with the MachineDeployment's name).
+func poolVMs(md string) map[string]string {
+	out := map[string]string{}
+	for name, id := range vmNames() {
+		if strings.HasPrefix(name, md+"-") {
+			out[name] = id
+		}
+	}
+	return out
+}
+
+var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
+	cluster := harness.Cluster(ns, clusterName)
+
+	It("provisions the cluster infrastructure and copies the control-plane endpoint", func(ctx SpecContext) {
+		Expect(mgmt.Create(ctx, cluster)).To(Succeed())
+		oc := harness.OVirtCluster(cluster, endpointHost, 6443)
+		Expect(mgmt.Create(ctx, oc)).To(Succeed())
+		Expect(mgmt.Create(ctx, harness.KubeconfigSecret(cluster, stack.WorkloadKubeconfig))).To(Succeed())
+		Expect(mgmt.Create(ctx, harness.BootstrapSecret(ns, "bootstrap-data", clusterName, "#cloud-config\nruncmd: [kubeadm join]\n", "cloud-config"))).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
+			g.Expect(c.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
+			g.Expect(c.Spec.ControlPlaneEndpoint.Host).To(Equal(endpointHost))
+			g.Expect(c.Spec.ControlPlaneEndpoint.Port).To(BeEquivalentTo(6443))
+			ready := findCondition(c.Status.Conditions, clusterv1.InfrastructureReadyCondition)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+		}, wait, poll).Should(Succeed())
+		got := &infrav1.OVirtCluster{}
+		Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(oc), got)).To(Succeed())
+		Expect(got.Finalizers).To(ContainElement(infrav1.ClusterFinalizer))
+		Expect(got.OwnerReferences).To(ContainElement(HaveField("Kind", "Cluster")), "CAPI adopted the OVirtCluster")
+	})
+
+	It("brings up a control-plane Machine and initializes the control plane", func(ctx SpecContext) {
+		// A machine-based control plane (no control-plane provider runs here): CAPI marks the
+		// control plane initialized once a control-plane Machine has a Node.
+		m := harness.Machine(cluster, "cp-0", "bootstrap-data")
+		m.Labels[clusterv1.MachineControlPlaneLabel] = ""
+		m.Spec.Version = "v1.31.0"
+		tpl := machineTemplate("unused", "rhcos-4.14", 4).Spec.Template.Spec
+		Expect(mgmt.Create(ctx, harness.OVirtMachine(m, tpl))).To(Succeed())
+		Expect(mgmt.Create(ctx, m)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			g.Expect(got.Status.NodeRef.Name).To(Equal("cp-0"))
+			c := &clusterv1.Cluster{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
+			init := findCondition(c.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)
+			g.Expect(init).NotTo(BeNil())
+			g.Expect(init.Status).To(Equal(metav1.ConditionTrue))
+		}, wait, poll).Should(Succeed())
+		vm, ok := stack.Sim.VMByName("cp-0")
+		Expect(ok).To(BeTrue())
+		Expect(vm.Cores).To(Equal(4))
+	})
+
+	It("scales a MachineDeployment 0 -> 3 -> 5 -> 1 -> 0 with VMs following in oVirt", func(ctx SpecContext) {
+		Expect(mgmt.Create(ctx, machineTemplate("workers-a", "rhcos-4.14", 2))).To(Succeed())
+		Expect(mgmt.Create(ctx, machineDeployment("workers", "workers-a", 0))).To(Succeed())
+		for _, n := range []int{3, 5, 1, 0} {
+			By(fmt.Sprintf("scaling to %d", n))
+			scale(ctx, "workers", int32(n))
+			expectRunning(ctx, "workers", n)
+			Eventually(func() int { return len(poolVMs("workers")) }, wait, poll).Should(Equal(n))
+			// CAPI deletes the Node of each Machine it scales away.
+			Eventually(func(g Gomega) int {
+				nodes := &corev1.NodeList{}
+				g.Expect(stack.Workload.Client.List(ctx, nodes)).To(Succeed())
+				count := 0
+				for _, n := range nodes.Items {
+					if strings.HasPrefix(n.Name, "workers-") {
+						count++
+					}
+				}
+				return count
+			}, wait, poll).Should(Equal(n))
+		}
+	})
+
+	It("rolls out a new OVirtMachineTemplate", func(ctx SpecContext) {
+		scale(ctx, "workers", 2)
+		expectRunning(ctx, "workers", 2)
+		before := poolVMs("workers")
+		Expect(mgmt.Create(ctx, machineTemplate("workers-b", "rhcos-4.14", 4))).To(Succeed())
+		Eventually(func() error {
+			md := &clusterv1.MachineDeployment{}
+			if err := mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: "workers"}, md); err != nil {
+				return err
+			}
+			base := md.DeepCopy()
+			md.Spec.Template.Spec.InfrastructureRef.Name = "workers-b"
+			return mgmt.Patch(ctx, md, client.MergeFrom(base))
+		}, wait, poll).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			vms := poolVMs("workers")
+			g.Expect(vms).To(HaveLen(2))
+			for name := range vms {
+				g.Expect(before).NotTo(HaveKey(name), "every old VM was replaced")
+				vm, _ := stack.Sim.VMByName(name)
+				g.Expect(vm.Cores).To(Equal(4))
+			}
+		}, wait, poll).Should(Succeed())
+		expectRunning(ctx, "workers", 2)
+	})
+
+	It("shows CAPOV's reason on the CAPI Machine when a machine fails", func(ctx SpecContext) {
+		Expect(mgmt.Create(ctx, machineTemplate("broken", "no-such-template", 2))).To(Succeed())
+		Expect(mgmt.Create(ctx, machineDeployment("broken", "broken", 1))).To(Succeed())
+		Eventually(func(g Gomega) {
+			machines := machinesOf(ctx, "broken")
+			g.Expect(machines).To(HaveLen(1))
+			c := findCondition(machines[0].Status.Conditions, clusterv1.InfrastructureReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(infrav1.TemplateNotFoundReason))
+			g.Expect(c.Message).To(ContainSubstring("no-such-template"))
+		}, wait, poll).Should(Succeed())
+		Expect(poolVMs("broken")).To(BeEmpty())
+		Expect(mgmt.Delete(ctx, &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "broken"}})).To(Succeed())
+		Eventually(func() []clusterv1.Machine { return machinesOf(ctx, "broken") }, wait, poll).Should(BeEmpty())
+	})
+
+	It("changes nothing in oVirt while the Cluster is paused", func(ctx SpecContext) {
+		setClusterPaused(ctx, true)
+		scale(ctx, "workers", 3)
+		Consistently(func() int { return len(poolVMs("workers")) }, "5s", poll).Should(Equal(2))
+		setClusterPaused(ctx, false)
+		expectRunning(ctx, "workers", 3)
+	})
+
+	It("blocks deleting a Machine whose VM has a CSI disk until the disk is detached", func(ctx SpecContext) {
+		machines := machinesOf(ctx, "workers")
+		Expect(machines).NotTo(BeEmpty())
+		victim := machines[0]
+		vmName := victim.Spec.InfrastructureRef.Name
+		vm, ok := stack.Sim.VMByName(vmName)
+		Expect(ok).To(BeTrue())
+		diskID, err := stack.Sim.AttachCSIDisk(vm.ID, 10)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mgmt.Delete(ctx, &victim)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			om := &infrav1.OVirtMachine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: vmName}, om)).To(Succeed())
+			c := v1beta1conditions.Get(om, infrav1.MachineDeletedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.VMHasNonSystemDiskReason))
+			g.Expect(c.Severity).To(Equal(clusterv1beta1.ConditionSeverityWarning))
+			g.Expect(c.Message).To(Equal("VM has non system disk, cannot delete"))
+		}, wait, poll).Should(Succeed())
+		Consistently(func() error {
+			return mgmt.Get(ctx, client.ObjectKeyFromObject(&victim), &clusterv1.Machine{})
+		}, "3s", poll).Should(Succeed(), "the Machine waits for its VM")
+		state, _ := stack.Sim.VM(vm.ID)
+		Expect(state.Disks).To(HaveLen(2), "the user's disk is still attached, not deleted")
+
+		Expect(stack.Sim.DetachDisk(vm.ID, diskID)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(&victim), &clusterv1.Machine{}))
+		}, wait, poll).Should(BeTrue())
+		_, exists := stack.Sim.VM(vm.ID)
+		Expect(exists).To(BeFalse())
+		expectRunning(ctx, "workers", 3)
+	})
+
+	It("rejects bad manifests at admission through the API server", func(ctx SpecContext) {
+		bad := machineTemplate("bad-sd", "rhcos-4.14", 2)
+		bad.Spec.Template.Spec.StorageDomainName = "fast"
+		bad.Spec.Template.Spec.DiskClone = ptr.To(false)
+		err := mgmt.Create(ctx, bad)
+		Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(And(ContainSubstring("storagedomainname"), ContainSubstring("disk-clone")))
+
+		bad = machineTemplate("bad-mem", "rhcos-4.14", 2)
+		bad.Spec.Template.Spec.Memory = &infrav1.Memory{SizeMB: 1024, GuaranteedMB: 2048}
+		err = mgmt.Create(ctx, bad)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("guaranteedmb"))
+
+		tpl := &infrav1.OVirtMachineTemplate{}
+		Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: "workers-b"}, tpl)).To(Succeed())
+		base := tpl.DeepCopy()
+		tpl.Spec.Template.Spec.OSDiskSizeGB = 200
+		err = mgmt.Patch(ctx, tpl, client.MergeFrom(base))
+		Expect(err).To(HaveOccurred(), "OVirtMachineTemplate spec is immutable")
+
+		p := &infrav1.OVirtProvider{}
+		Expect(mgmt.Get(ctx, client.ObjectKey{Name: providerName}, p)).To(Succeed())
+		pBase := p.DeepCopy()
+		p.Spec.CredentialsSecretName = ""
+		p.Spec.User, p.Spec.Pass = "admin@internal", "x"
+		err = mgmt.Patch(ctx, p, client.MergeFrom(pBase))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("credentialsSecretName"))
+	})
+
+	It("removes every VM and finalizer when the Cluster is deleted", func(ctx SpecContext) {
+		Expect(mgmt.Delete(ctx, cluster)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))
+		}, wait, poll).Should(BeTrue())
+		Expect(vmNames()).To(BeEmpty())
+		oms := &infrav1.OVirtMachineList{}
+		Expect(mgmt.List(ctx, oms, client.InNamespace(ns))).To(Succeed())
+		Expect(oms.Items).To(BeEmpty())
+		ocs := &infrav1.OVirtClusterList{}
+		Expect(mgmt.List(ctx, ocs, client.InNamespace(ns))).To(Succeed())
+		Expect(ocs.Items).To(BeEmpty())
+	})
+})
+
+func setClusterPaused(ctx context.Context, paused bool) {
+	Eventually(func() error {
+		c := &clusterv1.Cluster{}
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, c); err != nil {
+			return err
+		}
+		base := c.DeepCopy()
+		c.Spec.Paused = ptr.To(paused)
+		return mgmt.Patch(ctx, c, client.MergeFrom(base))
+	}, wait, poll).Should(Succeed())
+}

@@ -1,0 +1,388 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/capov/capov/test/capi"
+	"github.com/capov/capov/test/envtest"
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+// StackOptions select how the whole provider is started.
+type StackOptions struct {
+	// WorkDir holds binaries, kubeconfigs, certificates and logs (created if missing).
+	WorkDir string
+	// Out receives progress lines (nil: discarded).
+	Out io.Writer
+	// Seed is the simulator inventory (nil: ovirtsim.DemoSeed()).
+	Seed *ovirtsim.Seed
+	// SimulatorAsProcess runs the simulator as its own process (the demo) instead of in the
+	// test process (where tests inspect it directly).
+	SimulatorAsProcess bool
+	// CAPIAsProcess runs Cluster API's core reconcilers as a process instead of in-process.
+	CAPIAsProcess bool
+	// WithoutCAPI does not start Cluster API's core reconcilers.
+	WithoutCAPI bool
+	// ManagerArgs and WebhookArgs are appended to the binaries' flags.
+	ManagerArgs, WebhookArgs []string
+	// Log is the logger of in-process components.
+	Log logr.Logger
+}
+
+// Stack is a running CAPOV installation: management and workload control planes, the oVirt
+// simulator, the webhook and manager binaries, Cluster API's core reconcilers and a kubelet.
+type Stack struct {
+	// Mgmt is the management cluster; Workload the workload cluster its Nodes register in.
+	Mgmt, Workload *envtest.Environment
+	// Sim is the in-process simulator (nil when it runs as a process).
+	Sim *ovirtsim.Simulator
+	// SimURL, SimUsername, SimPassword and SimCAPEM reach the simulator.
+	SimURL, SimUsername, SimPassword string
+	SimCAPEM                         []byte
+	// SimAdminURL is the base URL of the simulator's /sim admin endpoints.
+	SimAdminURL string
+	// Manager, Webhook and CAPI are the processes (CAPI is nil when in-process).
+	Manager, Webhook, CAPI, SimProcess *Process
+	// KubeconfigPath reaches the management cluster; WorkloadKubeconfig is the workload's.
+	KubeconfigPath     string
+	WorkloadKubeconfig []byte
+	// ManagerMetricsAddr and WebhookMetricsAddr are the HTTPS metrics endpoints.
+	ManagerMetricsAddr, WebhookMetricsAddr string
+	// WebhookAddr is the admission endpoint (host:port).
+	WebhookAddr string
+	// ManagerBin is the manager binary (to start more managers).
+	ManagerBin string
+
+	opts    StackOptions
+	cancels []context.CancelFunc
+	done    []chan struct{}
+}
+
+func (s *Stack) say(format string, args ...any) {
+	if s.opts.Out != nil {
+		fmt.Fprintf(s.opts.Out, format+"\n", args...)
+	}
+}
+
+// StartStack starts everything and returns once the webhook serves and the manager runs.
+func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error) {
+	if opts.Seed == nil {
+		opts.Seed = ovirtsim.DemoSeed()
+	}
+	s := &Stack{opts: opts}
+	defer func() {
+		if reterr != nil {
+			s.Stop()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(opts.WorkDir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+
+	s.say("Building the manager, webhook and helper binaries")
+	bins := map[string]string{}
+	for _, name := range []string{"manager", "webhook"} {
+		if bins[name], err = BuildBinary(ctx, root, filepath.Join(opts.WorkDir, "bin"), name); err != nil {
+			return nil, err
+		}
+	}
+	s.ManagerBin = bins["manager"]
+	for name, pkg := range map[string]string{"ovirtsim": "./test/ovirtsim/cmd/ovirtsim", "capi-core": "./test/capi/cmd/capi-core"} {
+		if (name == "ovirtsim" && !opts.SimulatorAsProcess) || (name == "capi-core" && (!opts.CAPIAsProcess || opts.WithoutCAPI)) {
+			continue
+		}
+		if bins[name], err = buildPackage(ctx, root, filepath.Join(opts.WorkDir, "bin", name), pkg); err != nil {
+			return nil, err
+		}
+	}
+
+	s.say("Starting the management cluster (kube-apiserver + etcd) with the CAPOV, Cluster API and webhook configuration")
+	webhookPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{Webhooks: crenvtest.WebhookInstallOptions{
+		Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
+		LocalServingHost: "127.0.0.1",
+		LocalServingPort: webhookPort,
+	}}); err != nil {
+		return nil, err
+	}
+	// envtest generated a CA and a serving certificate for 127.0.0.1 and registered the
+	// webhook configurations with that CA; the webhook serves its certificate.
+	certDir := s.Mgmt.Env.WebhookInstallOptions.LocalServingCertDir
+	s.say("Starting the workload cluster (a second kube-apiserver + etcd)")
+	if s.Workload, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: true, WithoutCAPICRDs: true}); err != nil {
+		return nil, err
+	}
+	mgmtKubeconfig, err := s.Mgmt.Kubeconfig("capov-management")
+	if err != nil {
+		return nil, err
+	}
+	s.KubeconfigPath = filepath.Join(opts.WorkDir, "kubeconfig")
+	if err := os.WriteFile(s.KubeconfigPath, mgmtKubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	if s.WorkloadKubeconfig, err = s.Workload.Kubeconfig("workload"); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(opts.WorkDir, "workload.kubeconfig"), s.WorkloadKubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+
+	if err := s.startSimulator(ctx, bins["ovirtsim"]); err != nil {
+		return nil, err
+	}
+
+	s.say("Starting the webhook server on 127.0.0.1:%d", webhookPort)
+	health, _ := freePort()
+	metrics, _ := freePort()
+	s.WebhookAddr = fmt.Sprintf("127.0.0.1:%d", webhookPort)
+	s.WebhookMetricsAddr = fmt.Sprintf("127.0.0.1:%d", metrics)
+	if s.Webhook, err = Start("webhook", bins["webhook"], append([]string{
+		"--kubeconfig=" + s.KubeconfigPath, "--webhook-port=" + strconv.Itoa(webhookPort), "--cert-dir=" + certDir,
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + s.WebhookMetricsAddr,
+	}, opts.WebhookArgs...), nil, filepath.Join(opts.WorkDir, "logs", "webhook.log")); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, s.Webhook, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+		return nil, err
+	}
+
+	s.say("Starting the CAPOV manager")
+	health, _ = freePort()
+	metrics, _ = freePort()
+	s.ManagerMetricsAddr = fmt.Sprintf("127.0.0.1:%d", metrics)
+	if s.Manager, err = Start("manager", bins["manager"], append([]string{
+		"--kubeconfig=" + s.KubeconfigPath, "--credentials-namespace=capov-system",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + s.ManagerMetricsAddr,
+	}, opts.ManagerArgs...), []string{"POD_NAMESPACE=capov-system"}, filepath.Join(opts.WorkDir, "logs", "manager.log")); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, s.Manager, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+		return nil, err
+	}
+
+	if !opts.WithoutCAPI {
+		s.say("Starting Cluster API's core reconcilers")
+		if opts.CAPIAsProcess {
+			if s.CAPI, err = Start("capi-core", bins["capi-core"], []string{"--kubeconfig=" + s.KubeconfigPath},
+				nil, filepath.Join(opts.WorkDir, "logs", "capi-core.log")); err != nil {
+				return nil, err
+			}
+		} else {
+			s.goRun(func(ctx context.Context) {
+				if err := capi.Run(ctx, s.Mgmt.Config, opts.Log.WithName("capi"), capi.Options{}); err != nil && ctx.Err() == nil {
+					opts.Log.Error(err, "Cluster API core reconcilers stopped")
+				}
+			})
+		}
+	}
+
+	s.say("Starting the kubelet stand-in: it registers a Node in the workload cluster for every VM that is up")
+	k := &Kubelet{Workload: s.Workload.Client, VMs: s.listVMs}
+	s.goRun(k.Run)
+	return s, nil
+}
+
+func (s *Stack) goRun(f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.cancels = append(s.cancels, cancel)
+	s.done = append(s.done, done)
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+}
+
+func (s *Stack) startSimulator(ctx context.Context, bin string) error {
+	if !s.opts.SimulatorAsProcess {
+		sim, err := ovirtsim.NewBuilder().WithSeed(s.opts.Seed).Build()
+		if err != nil {
+			return fmt.Errorf("starting the oVirt simulator: %w", err)
+		}
+		s.Sim = sim
+		s.SimURL, s.SimUsername, s.SimPassword, s.SimCAPEM = sim.URL(), sim.Username(), sim.Password(), sim.CAPEM()
+		s.SimAdminURL = "https://" + sim.Addr()
+		s.say("oVirt simulator at %s", s.SimURL)
+		return nil
+	}
+	seedPath := filepath.Join(s.opts.WorkDir, "ovirtsim-seed.json")
+	b, err := json.MarshalIndent(s.opts.Seed, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(seedPath, b, 0o600); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	caPath := filepath.Join(s.opts.WorkDir, "ovirtsim-ca.pem")
+	urlPath := filepath.Join(s.opts.WorkDir, "ovirtsim-url")
+	_ = os.Remove(urlPath)
+	if s.SimProcess, err = Start("ovirtsim", bin, []string{
+		fmt.Sprintf("--listen=127.0.0.1:%d", port), "--seed=" + seedPath, "--ca-out=" + caPath, "--url-file=" + urlPath,
+	}, nil, filepath.Join(s.opts.WorkDir, "logs", "ovirtsim.log")); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if u, err := os.ReadFile(urlPath); err == nil && len(u) > 0 {
+			s.SimURL = strings.TrimSpace(string(u))
+			break
+		}
+		if exited, err := s.SimProcess.Exited(); exited {
+			return fmt.Errorf("the oVirt simulator exited: %v\n%s", err, Tail(s.SimProcess.Logs(), 20))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return errors.New("the oVirt simulator did not start in 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s.SimCAPEM, err = os.ReadFile(caPath); err != nil {
+		return err
+	}
+	s.SimUsername, s.SimPassword = s.opts.Seed.Username, s.opts.Seed.Password
+	if s.SimUsername == "" {
+		s.SimUsername, s.SimPassword = "admin@internal", "secret"
+	}
+	s.SimAdminURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	s.say("oVirt simulator (process %d) at %s", s.SimProcess.PID(), s.SimURL)
+	return nil
+}
+
+// listVMs returns the simulator's VMs, in-process or through its admin API.
+func (s *Stack) listVMs() []VMInfo {
+	var vms []ovirtsim.VMState
+	if s.Sim != nil {
+		vms = s.Sim.VMs()
+	} else {
+		st, err := s.SimState(context.Background())
+		if err != nil {
+			return nil
+		}
+		vms = st.VMs
+	}
+	out := make([]VMInfo, 0, len(vms))
+	for _, vm := range vms {
+		out = append(out, VMInfo{ID: vm.ID, Name: vm.Name, Status: vm.Status, IPs: vm.IPs})
+	}
+	return out
+}
+
+// SimState reads the simulator's state dump.
+func (s *Stack) SimState(ctx context.Context) (*ovirtsim.State, error) {
+	if s.Sim != nil {
+		st := s.Sim.Dump()
+		return &st, nil
+	}
+	st := &ovirtsim.State{}
+	if err := s.simAdmin(ctx, http.MethodGet, "/sim/state", nil, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// simAdmin calls an admin endpoint of the simulator.
+func (s *Stack) simAdmin(ctx context.Context, method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, s.SimAdminURL+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := simHTTPClient(s.SimCAPEM).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// MgmtClient is a client of the management cluster.
+func (s *Stack) MgmtClient() client.Client { return s.Mgmt.Client }
+
+// Stop stops everything in reverse order.
+func (s *Stack) Stop() {
+	for _, c := range s.cancels {
+		c()
+	}
+	for _, d := range s.done {
+		<-d
+	}
+	for _, p := range []*Process{s.CAPI, s.Manager, s.Webhook, s.SimProcess} {
+		if p != nil {
+			if err := p.Stop(30 * time.Second); err != nil {
+				s.say("%s: %v", p.Name, err)
+			}
+		}
+	}
+	if s.Sim != nil {
+		s.Sim.Close()
+	}
+	for _, e := range []*envtest.Environment{s.Workload, s.Mgmt} {
+		if e != nil {
+			_ = e.Stop()
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitReady(ctx context.Context, p *Process, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	err := WaitForHTTP(ctx, func(ctx context.Context) (int, error) {
+		if exited, err := p.Exited(); exited {
+			return 0, fmt.Errorf("%w: %s exited: %v", ErrGaveUp, p.Name, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not become ready: %w\n%s", p.Name, err, Tail(p.Logs(), 30))
+	}
+	return nil
+}
