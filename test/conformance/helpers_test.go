@@ -27,9 +27,9 @@ func machineTemplate(name, ovirtTemplate string, cores int32) *infrav1.OVirtMach
 		Spec: infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{
 			Spec: infrav1.OVirtVMSpec{
 				Provider: providerName, OVirtCluster: "Default", Template: ovirtTemplate,
-				VMType: infrav1.VMTypeServer,
-				CPU:    &infrav1.CPU{Sockets: 1, Cores: cores, Threads: 1},
-				Memory: &infrav1.Memory{SizeMB: 4096, GuaranteedMB: 2048},
+				VMType:       infrav1.VMTypeServer,
+				CPU:          &infrav1.CPU{Sockets: 1, Cores: cores, Threads: 1},
+				Memory:       &infrav1.Memory{SizeMB: 4096, GuaranteedMB: 2048},
 				OSDiskSizeGB: 20,
 				NICs:         []infrav1.NIC{{VnicProfile: "ovirtmgmt"}},
 			},
@@ -140,7 +140,6 @@ func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
 	}
 	return nil
 }
-
 
 func workloadNode(ctx context.Context, name string) *corev1.Node {
 	node := &corev1.Node{}

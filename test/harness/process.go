@@ -113,7 +113,7 @@ func (p *Process) Logs() string {
 // LogContains reports whether the output contains s.
 func (p *Process) LogContains(s string) bool { return strings.Contains(p.Logs(), s) }
 
-// ErrGaveUp, returned by the probe of WaitForHTTP, stops the wait at once.
+// ErrGaveUp stops WaitForHTTP at once when the probe returns an error wrapping it.
 var ErrGaveUp = errors.New("gave up waiting")
 
 // WaitForHTTP polls get until it answers 200, ctx ends or get returns an error wrapping

@@ -254,7 +254,7 @@ func (s *Stack) startSimulator(ctx context.Context, bin string) error {
 			break
 		}
 		if exited, err := s.SimProcess.Exited(); exited {
-			return fmt.Errorf("the oVirt simulator exited: %v\n%s", err, Tail(s.SimProcess.Logs(), 20))
+			return fmt.Errorf("the oVirt simulator exited: %w\n%s", err, Tail(s.SimProcess.Logs(), 20))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return errors.New("the oVirt simulator did not start in 30s")
@@ -368,7 +368,7 @@ func waitReady(ctx context.Context, p *Process, url string) error {
 	defer cancel()
 	err := WaitForHTTP(ctx, func(ctx context.Context) (int, error) {
 		if exited, err := p.Exited(); exited {
-			return 0, fmt.Errorf("%w: %s exited: %v", ErrGaveUp, p.Name, err)
+			return 0, fmt.Errorf("%w: %s exited: %w", ErrGaveUp, p.Name, err)
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
