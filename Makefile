@@ -30,6 +30,10 @@ BUILD := go build -trimpath -ldflags "$(LDFLAGS)"
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
+.PHONY: demo
+demo: envtest ## Run the whole provider locally (control planes, oVirt simulator, webhook, manager, CAPI) until Ctrl-C.
+	go run ./test/demo/cmd/demo
+
 .PHONY: test
 test: verify lint envtest charts-lint unit fuzz ## Everything CI runs: verify, lint, chart lint, all tests (unit, simulator, integration, conformance, charts), short fuzz runs.
 

@@ -1,0 +1,264 @@
+// Package demo runs the whole provider locally: a management and a workload control plane,
+// the oVirt simulator, the webhook and manager binaries and Cluster API's core reconcilers, each
+// as its own process. It applies docs/examples, shows progress until everything is Ready and
+// then prints what to try. `make demo` runs it.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/test/envtest"
+	"github.com/capov/capov/test/harness"
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+// Options configure the demo.
+type Options struct {
+	// WorkDir holds logs, kubeconfigs and binaries.
+	WorkDir string
+	// ExitWhenReady stops the demo with success once everything is Ready.
+	ExitWhenReady bool
+	// Timeout bounds the wait for Ready.
+	Timeout time.Duration
+	// Out receives the demo's output.
+	Out io.Writer
+}
+
+// Run runs the demo until ctx ends (Ctrl-C) or, with ExitWhenReady, until everything is Ready.
+func Run(ctx context.Context, opts Options) error {
+	out := opts.Out
+	fmt.Fprintf(out, "CAPOV demo: logs and kubeconfigs in %s\n", opts.WorkDir)
+	seed := ovirtsim.DemoSeed()
+	// Realistic, short: oVirt takes a few seconds to copy disks and boot VMs.
+	seed.Timings = ovirtsim.Timings{ImageLock: 3 * time.Second, CloneFactor: 2, DiskLock: time.Second,
+		WaitForLaunch: time.Second, PoweringUp: 2 * time.Second, PoweringDown: time.Second, GuestAgentDelay: time.Second}
+	seed.Latency = []ovirtsim.LatencyRule{{Min: 5 * time.Millisecond, Max: 20 * time.Millisecond}}
+
+	stack, err := harness.StartStack(ctx, harness.StackOptions{
+		WorkDir: opts.WorkDir, Out: prefixed(out, "  "), Seed: seed,
+		SimulatorAsProcess: true, CAPIAsProcess: true, Log: logr.Discard(),
+		ManagerArgs: []string{"--vm-poll-interval=2s", "--node-poll-interval=2s"},
+	})
+	if err != nil {
+		return fmt.Errorf("starting the stack: %w", err)
+	}
+	defer func() {
+		fmt.Fprintln(out, "Stopping every process")
+		stack.Stop()
+		fmt.Fprintf(out, "Stopped. Logs are in %s\n", filepath.Join(opts.WorkDir, "logs"))
+	}()
+
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	vars := map[string]string{
+		"OVIRT_URL": stack.SimURL, "OVIRT_USERNAME": stack.SimUsername, "OVIRT_PASSWORD": stack.SimPassword,
+		"OVIRT_CA_B64": base64.StdEncoding.EncodeToString(stack.SimCAPEM),
+	}
+	fmt.Fprintln(out, "Applying docs/examples (credentials Secret, OVirtProvider, Cluster + OVirtCluster, bootstrap data, a control-plane machine, 3 workers)")
+	files, err := filepath.Glob(filepath.Join(root, "docs", "examples", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		if err := apply(ctx, stack.KubeconfigPath, f, vars); err != nil {
+			return err
+		}
+		if strings.HasSuffix(f, "03-cluster.yaml") {
+			// What a control-plane provider does: the kubeconfig of the workload cluster.
+			c := harness.Cluster("demo", "demo")
+			if err := stack.MgmtClient().Create(ctx, harness.KubeconfigSecret(c, stack.WorkloadKubeconfig)); err != nil {
+				return fmt.Errorf("creating the workload kubeconfig Secret: %w", err)
+			}
+		}
+	}
+
+	ready, err := watchUntilReady(ctx, stack, out, opts.Timeout)
+	if err != nil || !ready {
+		diagnose(ctx, stack, out)
+		if err == nil {
+			err = fmt.Errorf("not everything was Ready after %s", opts.Timeout)
+		}
+		return err
+	}
+	printNextSteps(out, stack, opts.WorkDir)
+	if opts.ExitWhenReady {
+		return nil
+	}
+	fmt.Fprintln(out, "The demo keeps running; press Ctrl-C to stop every process.")
+	<-ctx.Done()
+	return nil
+}
+
+func apply(ctx context.Context, kubeconfig, file string, vars map[string]string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	manifest := os.Expand(string(raw), func(k string) string { return vars[k] })
+	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl apply -f %s: %w\n%s", filepath.Base(file), err, b.String())
+	}
+	return nil
+}
+
+// watchUntilReady prints a `kubectl get capovp,capovc,capovm` style table whenever it changes.
+func watchUntilReady(ctx context.Context, stack *harness.Stack, out io.Writer, timeout time.Duration) (bool, error) {
+	c := stack.MgmtClient()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		table, ready, err := status(ctx, c)
+		if err == nil && table != last {
+			fmt.Fprintf(out, "\n%s  %s\n", time.Now().Format("15:04:05"), strings.ReplaceAll(strings.TrimRight(table, "\n"), "\n", "\n  "))
+			last = table
+		}
+		if ready {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		for _, p := range []*harness.Process{stack.Manager, stack.Webhook, stack.CAPI, stack.SimProcess} {
+			if exited, perr := p.Exited(); exited {
+				return false, fmt.Errorf("%s exited: %v", p.Name, perr)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// status renders the objects and reports whether all of them are Ready: the provider, the
+// cluster, four machines (one control plane, three workers) and their CAPI Machines Running.
+func status(ctx context.Context, c client.Client) (string, bool, error) {
+	var b bytes.Buffer
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	ready := true
+	providers := &infrav1.OVirtProviderList{}
+	if err := c.List(ctx, providers); err != nil {
+		return "", false, err
+	}
+	fmt.Fprintln(w, "OVIRTPROVIDER\tREADY\tVERSION\tREASON")
+	for _, p := range providers.Items {
+		fmt.Fprintf(w, "capovp/%s\t%t\t%s\t%s\n", p.Name, p.Status.Ready, p.Status.EngineVersion, v1beta1conditions.GetReason(&p, infrav1.CanConnectToOVirtCondition))
+		ready = ready && p.Status.Ready
+	}
+	clusters := &infrav1.OVirtClusterList{}
+	if err := c.List(ctx, clusters, client.InNamespace("demo")); err != nil {
+		return "", false, err
+	}
+	fmt.Fprintln(w, "OVIRTCLUSTER\tCONTROLPLANE ENDPOINT\tREADY")
+	for _, oc := range clusters.Items {
+		fmt.Fprintf(w, "capovc/%s\t%s\t%t\n", oc.Name, oc.Spec.ControlPlaneEndpoint.Host, oc.Status.Ready)
+		ready = ready && oc.Status.Ready
+	}
+	machines := &infrav1.OVirtMachineList{}
+	if err := c.List(ctx, machines, client.InNamespace("demo")); err != nil {
+		return "", false, err
+	}
+	capiMachines := &clusterv1.MachineList{}
+	if err := c.List(ctx, capiMachines, client.InNamespace("demo")); err != nil {
+		return "", false, err
+	}
+	phase := map[string]string{}
+	for _, m := range capiMachines.Items {
+		phase[m.Spec.InfrastructureRef.Name] = m.Status.Phase
+	}
+	fmt.Fprintln(w, "OVIRTMACHINE\tREADY\tOVIRT STATE\tMACHINE PHASE\tREASON")
+	for _, m := range machines.Items {
+		reason := ""
+		if c := v1beta1conditions.Get(&m, clusterv1beta1.ReadyCondition); c != nil && c.Status != "True" {
+			reason = c.Reason
+		}
+		fmt.Fprintf(w, "capovm/%s\t%t\t%s\t%s\t%s\n", m.Name, m.Status.Ready, m.Status.VMState, phase[m.Name], reason)
+		ready = ready && m.Status.Ready && phase[m.Name] == string(clusterv1.MachinePhaseRunning)
+	}
+	_ = w.Flush()
+	return b.String(), ready && len(providers.Items) > 0 && len(clusters.Items) > 0 && len(machines.Items) == 4, nil
+}
+
+// diagnose prints what an operator would look at when the demo did not become Ready.
+func diagnose(ctx context.Context, stack *harness.Stack, out io.Writer) {
+	fmt.Fprintln(out, "\nDIAGNOSIS: not everything became Ready.")
+	machines := &infrav1.OVirtMachineList{}
+	if err := stack.MgmtClient().List(ctx, machines); err == nil {
+		for _, m := range machines.Items {
+			fmt.Fprintf(out, "OVirtMachine %s/%s ready=%t vmID=%s\n", m.Namespace, m.Name, m.Status.Ready, m.Status.VMID)
+			for _, c := range m.Status.Conditions {
+				fmt.Fprintf(out, "  %s=%s %s %s %s\n", c.Type, c.Status, c.Severity, c.Reason, c.Message)
+			}
+		}
+	}
+	for _, p := range []*harness.Process{stack.Manager, stack.Webhook, stack.CAPI, stack.SimProcess} {
+		if p != nil {
+			fmt.Fprintf(out, "--- last lines of %s (%s):\n%s\n", p.Name, p.LogPath, harness.Tail(p.Logs(), 15))
+		}
+	}
+}
+
+func printNextSteps(out io.Writer, stack *harness.Stack, workDir string) {
+	kc := stack.KubeconfigPath
+	fmt.Fprintf(out, `
+Everything is Ready. The management cluster is at:
+
+  export KUBECONFIG=%[1]s
+
+Things to try:
+  kubectl get capovp,capovc,capovm -A -o wide
+  kubectl get machines -n demo
+  kubectl get capovm -n demo -o jsonpath='{range .items[0].status.conditions[*]}{.type}{"\t"}{.status}{"\t"}{.reason}{"\n"}{end}'
+  kubectl scale machinedeployment demo-workers -n demo --replicas=5      # two more VMs appear
+  kubectl delete machine -n demo $(kubectl get machines -n demo -o name | grep workers | head -1 | cut -d/ -f2)
+  kubectl apply -f docs/examples/bad/storage-domain-without-clone.yaml   # rejected by the webhook
+  kubectl apply -f docs/examples/bad/guaranteed-above-size.yaml          # rejected by the API server
+  kubectl get nodes --kubeconfig %[2]s                                   # the workload cluster's Nodes
+  TOKEN=$(kubectl create token metrics-scraper -n capov-system)
+  curl -sk -H "Authorization: Bearer $TOKEN" https://%[3]s/metrics | grep capov_ovirt_requests_total
+  curl -sk %[4]s/sim/state | head                                        # the simulated oVirt
+
+Logs: %[5]s
+`, kc, filepath.Join(workDir, "workload.kubeconfig"), stack.ManagerMetricsAddr, stack.SimAdminURL, filepath.Join(workDir, "logs"))
+}
+
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix+string(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func prefixed(w io.Writer, prefix string) io.Writer { return prefixWriter{w: w, prefix: prefix} }
+
