@@ -7,7 +7,6 @@ ROOT := $(CURDIR)
 BIN := $(ROOT)/bin
 TOOLS := $(BIN)/tools
 export GOFLAGS ?= -buildvcs=false
-export CGO_ENABLED ?= 0
 
 # Tool versions (built from the Go module proxy into bin/tools, keyed by version).
 CONTROLLER_GEN_VERSION := v0.21.0
@@ -22,7 +21,7 @@ FUZZTIME ?= 3s
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 
 LDFLAGS := -s -w
-BUILD := go build -trimpath -ldflags "$(LDFLAGS)"
+BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)"
 
 ##@ Main
 
@@ -75,7 +74,7 @@ envtest: ## Build (once) the kube-apiserver and etcd binaries for envtest into b
 .PHONY: unit
 unit: envtest ## Run all Go tests of both modules (unit, simulator, envtest integration).
 	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) \
-		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./... ./apis/...
+		CGO_ENABLED=1 go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./... ./apis/...
 
 .PHONY: conformance
 conformance: envtest ## Run the CAPI conformance suite only (CAPI core reconcilers drive CAPOV).
@@ -98,7 +97,7 @@ charts-lint: ## helm lint --strict both charts (helm built from the pinned modul
 .PHONY: charts-test
 charts-test: envtest ## Chart, clusterctl and envtest-install tests only.
 	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) \
-		go test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/charts/...
+		CGO_ENABLED=1 go test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/charts/...
 
 .PHONY: release-manifests
 release-manifests: ## Write the clusterctl release assets (infrastructure-components.yaml, metadata, templates) to out/.

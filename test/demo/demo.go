@@ -261,4 +261,3 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 }
 
 func prefixed(w io.Writer, prefix string) io.Writer { return prefixWriter{w: w, prefix: prefix} }
-
