@@ -79,7 +79,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WatchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value> (default: all).")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "Interval at which every watched object is reconciled again; bounds how stale the status of a Ready machine can be.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on SIGTERM.")
-	fs.StringVar(&o.CredentialsNamespace, "credentials-namespace", options.Env("POD_NAMESPACE", "capov-system"), "Namespace of the OVirtProvider credentials Secrets (default: $POD_NAMESPACE, else capov-system).")
+	fs.StringVar(&o.CredentialsNamespace, "credentials-namespace", options.Env("POD_NAMESPACE", "capov-system"), "Namespace of the OVirtProvider credentials Secrets; the default is $POD_NAMESPACE when it is set.")
 	fs.DurationVar(&o.ProviderCheckInterval, "provider-check-interval", 5*time.Minute, "How often each OVirtProvider's connection is checked.")
 	fs.DurationVar(&o.VMPollInterval, "vm-poll-interval", 10*time.Second, "How often a VM is re-read while oVirt creates, resizes or starts it.")
 	fs.DurationVar(&o.NodePollInterval, "node-poll-interval", 15*time.Second, "How often the workload cluster is checked for the Node of a running VM.")
