@@ -179,6 +179,8 @@ type machineScope struct {
 	provider *infrav1.OVirtProvider
 	ovirt    ovirt.Client
 	vm       *ovirt.VM
+	// vmRead is set when vm was just read from oVirt (it then counts as an observation).
+	vmRead bool
 }
 
 // Reconcile runs the preamble of every CAPI reconciler (object, owner Machine, Cluster, pause,

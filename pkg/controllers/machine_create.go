@@ -96,7 +96,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			created(infrav1.WaitingForBootstrapDataReason, clusterv1beta1.ConditionSeverityInfo, "waiting for bootstrap data Secret %s", *s.machine.Spec.Bootstrap.DataSecretName)
-			return stop(r.waitAfter(), nil)
+			return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 		}
 		var invalid *bootstrapInvalidError
 		if errors.As(err, &invalid) {
@@ -194,5 +194,5 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	s.log.Info("Created VM", "vmID", vm.ID, "template", tpl.Name, "clone", clone)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)
 	created(infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
-	return stop(r.waitAfter(), nil)
+	return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 }

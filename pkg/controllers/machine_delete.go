@@ -91,7 +91,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	case ovirt.VMStatusDown:
 	case ovirt.VMStatusImageLocked:
 		deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "waiting for oVirt to unlock VM %s", vm.ID)
-		return r.waitAfter(), nil
+		return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 	default:
 		return r.powerOff(ctx, s)
 	}
@@ -116,7 +116,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 			return r.finishDelete(s)
 		case errors.Is(err, ovirt.ErrLocked), errors.Is(err, ovirt.ErrConflict):
 			deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is locked by oVirt; retrying", vm.ID)
-			return r.waitAfter(), nil
+			return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 		case errors.Is(err, ovirt.ErrInvalid):
 			deleted(infrav1.VMDeleteFailedReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to remove VM %s: %v", vm.ID, err)
 			return r.retryLater(), nil
@@ -127,7 +127,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMRemoved, "DeleteVM", "Removed VM %s", vm.ID)
 	deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is removing VM %s", vm.ID)
 	// Confirm with a read that it is gone before dropping the finalizer.
-	return r.waitAfter(), nil
+	return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 }
 
 // powerOff asks the guest to shut down, and stops the VM once ShutdownTimeout has passed since
@@ -150,13 +150,13 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 	} else if requested || vm.Status == ovirt.VMStatusPoweringDown {
 		// Asked once already: give the guest time instead of repeating the request.
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
-		return r.waitAfter(), nil
+		return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 	}
 	if err := s.ovirt.Power(ctx, vm.ID, action); err != nil && !errors.Is(err, ovirt.ErrNotFound) {
 		if errors.Is(err, ovirt.ErrLocked) || errors.Is(err, ovirt.ErrConflict) || errors.Is(err, ovirt.ErrInvalid) {
 			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo,
 				"VM %s: %s refused (%v); retrying", vm.ID, action, err)
-			return r.waitAfter(), nil
+			return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 		}
 		return ctrl.Result{}, fmt.Errorf("%s VM %s: %w", action, vm.ID, err)
 	}
@@ -166,7 +166,7 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 	}
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, ev, "PowerOff", "VM %s: %s", vm.ID, reason)
 	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
-	return r.waitAfter(), nil
+	return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 }
 
 // neverReachedOVirt reports whether no VM can exist for the machine: no VM id was recorded and

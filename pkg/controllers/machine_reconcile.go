@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,12 +61,6 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(om)
-	if om.Status.Ready && v1beta1conditions.IsTrue(om, infrav1.K8sProviderIDSetupCondition) {
-		if wait, fresh := r.reads.fresh(key, r.Now(), r.Intervals.VMRefresh); fresh {
-			// Steady state: the VM was read less than VMRefresh ago.
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-	}
 	phases := []phase{
 		r.waitForClusterInfrastructure,
 		r.connect,
@@ -75,8 +70,29 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		r.reconcilePower,
 		r.reconcileNode,
 	}
+	// A Ready machine re-reads its VM once per VMRefresh; one that waits for its Node (or for the
+	// guest agent's addresses) once per four Node polls, to notice a VM that went away or got
+	// its addresses.
+	refresh := r.Intervals.VMRefresh
+	if !om.Status.Ready || len(om.Status.Addresses) == 0 {
+		refresh = min(refresh, 4*r.Intervals.NodePoll)
+	}
+	if vmStepsDone(om) {
+		if wait, fresh := r.reads.fresh(key, r.Now(), refresh); fresh {
+			// The VM is up and was read less than VMRefresh ago: what is left (waiting for the
+			// Node, or nothing for a Ready machine) needs no oVirt call. Reconciles triggered by
+			// Machine or Node updates in between cost the Engine nothing.
+			s.vm = &ovirt.VM{ID: om.Status.VMID, Name: om.Name, Status: ovirt.VMStatus(om.Status.VMState)}
+			phases = []phase{r.waitForClusterInfrastructure, r.reconcileNode}
+			refresh = wait
+		}
+	}
 	for _, p := range phases {
 		done, res, err := p(ctx, s)
+		if s.vmRead {
+			r.reads.record(key, r.Now())
+			s.vmRead = false
+		}
 		if !done {
 			return res, err
 		}
@@ -85,16 +101,36 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		s.log.Info("OVirtMachine is ready", "vmID", om.Status.VMID, "node", om.Status.NodeName)
 	}
 	om.Status.Ready = true
-	r.reads.record(key, r.Now())
-	return ctrl.Result{RequeueAfter: r.Intervals.VMRefresh}, nil
+	return ctrl.Result{RequeueAfter: refresh}, nil
+}
+
+// vmStepsDone reports whether every step in oVirt is done and the VM was up when last read.
+func vmStepsDone(om *infrav1.OVirtMachine) bool {
+	for _, t := range []clusterv1beta1.ConditionType{infrav1.MachineCreatedCondition, infrav1.MachineDiskResizedCondition,
+		infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition} {
+		if !v1beta1conditions.IsTrue(om, t) {
+			return false
+		}
+	}
+	return om.Status.VMID != "" && om.Status.VMState == string(ovirt.VMStatusUp)
 }
 
 func stop(res ctrl.Result, err error) (bool, ctrl.Result, error) { return false, res, err }
 
 func next() (bool, ctrl.Result, error) { return true, ctrl.Result{}, nil }
 
-func (r *OVirtMachineReconciler) waitAfter() ctrl.Result {
-	return ctrl.Result{RequeueAfter: r.Intervals.VMPoll}
+// waitFor returns when to look again at a VM on which oVirt works (image copy, disk extension,
+// boot, shutdown). The wait grows with the time the step has been waiting (a third of it, from
+// the step condition's last transition), between a tenth of VMPoll (at least 100ms) and VMPoll:
+// short operations are noticed within a second, long ones cost few reads, and a machine is never
+// late by more than a third of its wait.
+func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv1beta1.ConditionType) ctrl.Result {
+	lowest := max(r.Intervals.VMPoll/10, 100*time.Millisecond)
+	wait := lowest
+	if ltt := v1beta1conditions.GetLastTransitionTime(om, step); ltt != nil && v1beta1conditions.IsFalse(om, step) {
+		wait = max(lowest, r.Now().Sub(ltt.Time)/3)
+	}
+	return ctrl.Result{RequeueAfter: min(wait, r.Intervals.VMPoll)}
 }
 
 func (r *OVirtMachineReconciler) retryLater() ctrl.Result {
@@ -247,6 +283,7 @@ func (r *OVirtMachineReconciler) vmGone(s *machineScope, id string) (bool, ctrl.
 func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm *ovirt.VM) (bool, ctrl.Result, error) {
 	om := s.om
 	s.vm = vm
+	s.vmRead = true
 	om.Status.VMID = vm.ID
 	if om.Spec.ProviderID == nil {
 		om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
@@ -254,7 +291,7 @@ func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm
 	if vm.Status == ovirt.VMStatusImageLocked {
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo,
 			"oVirt is creating the disks of VM %s", vm.ID)
-		return stop(r.waitAfter(), nil)
+		return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 	}
 	// The disks present before the first boot are the template's: remember them, so that any
 	// other disk (a CSI volume attached later) blocks deletion instead of being deleted with the
@@ -298,7 +335,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 		if d.Status == ovirt.DiskStatusLocked {
 			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
 				"disk %s is locked by oVirt", d.Alias)
-			return stop(r.waitAfter(), nil)
+			return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 		}
 	}
 	want := om.Spec.OSDiskSizeGB * GiB
@@ -347,7 +384,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 			case errors.Is(err, ovirt.ErrLocked):
 				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
 					"disk %s is locked by oVirt", d.Alias)
-				return stop(r.waitAfter(), nil)
+				return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 			case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrNotFound):
 				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskUpdateFailedReason, clusterv1beta1.ConditionSeverityWarning,
 					"updating disk %s: %v", d.Alias, err)
@@ -371,7 +408,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 		// oVirt extends the image asynchronously; the next read shows the disk locked, then ok.
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
 			"extending disk %s to %d GiB", osDisk.Alias, om.Spec.OSDiskSizeGB)
-		return stop(r.waitAfter(), nil)
+		return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 	}
 	v1beta1conditions.MarkTrue(om, infrav1.MachineDiskResizedCondition)
 	return next()
@@ -420,7 +457,7 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 			return stop(r.retryLater(), nil)
 		}
 		if errors.Is(err, ovirt.ErrLocked) {
-			return stop(r.waitAfter(), nil)
+			return stop(r.waitFor(s.om, infrav1.MachineNetworkSetCondition), nil)
 		}
 		return stop(ctrl.Result{}, fmt.Errorf("%s: %w", what, err))
 	}
@@ -466,7 +503,7 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		if err := s.ovirt.Power(ctx, vm.ID, ovirt.PowerStart); err != nil {
 			switch {
 			case errors.Is(err, ovirt.ErrLocked):
-				return stop(r.waitAfter(), nil)
+				return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 			case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrConflict):
 				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason, clusterv1beta1.ConditionSeverityWarning,
 					"starting VM %s: %v", vm.ID, err)
@@ -476,14 +513,14 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		}
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMStarted, "PowerOn", "Started VM %s", vm.ID)
 		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1beta1.ConditionSeverityInfo, "powering up")
-		return stop(r.waitAfter(), nil)
+		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	case ovirt.VMStatusWaitForLaunch, ovirt.VMStatusPoweringUp, ovirt.VMStatusRebootInProgress:
 		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1beta1.ConditionSeverityInfo, "powering up")
-		return stop(r.waitAfter(), nil)
+		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	default:
 		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMNotRunningReason, clusterv1beta1.ConditionSeverityWarning,
 			"VM %s is %s in oVirt", vm.ID, vm.Status)
-		return stop(r.waitAfter(), nil)
+		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	}
 }
 

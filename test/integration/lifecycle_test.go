@@ -101,8 +101,11 @@ func TestMachineLifecycle(t *testing.T) {
 
 	// kubelet registers the Node; the manager sets its providerID and the machine is ready.
 	node := registerNode(t, om)
-	got = eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionTrue})
-	g.Expect(got.Status.Ready).To(BeTrue())
+	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionTrue})
+	got = eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
+		g.Expect(om.Status.Ready).To(BeTrue())
+		g.Expect(om.Status.Addresses).NotTo(BeEmpty())
+	})
 	g.Expect(got.Status.NodeName).To(Equal(node.Name))
 	g.Expect(got.Status.VMState).To(Equal("up"))
 	g.Expect(got.Status.FailureReason).To(BeNil())

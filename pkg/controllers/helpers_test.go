@@ -1,0 +1,139 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+
+	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+func TestResolveCloneFollowsMachineThenProviderThenGate(t *testing.T) {
+	g := NewWithT(t)
+	on, off := featuregates.Gates{DiskClone: true}, featuregates.Gates{}
+	g.Expect(ResolveClone(ptr.To(true), ptr.To(false), off)).To(BeTrue())
+	g.Expect(ResolveClone(ptr.To(false), ptr.To(true), on)).To(BeFalse())
+	g.Expect(ResolveClone(nil, ptr.To(true), off)).To(BeTrue())
+	g.Expect(ResolveClone(nil, ptr.To(false), on)).To(BeFalse())
+	g.Expect(ResolveClone(nil, nil, on)).To(BeTrue())
+	g.Expect(ResolveClone(nil, nil, off)).To(BeFalse())
+	g.Expect(ResolveStorageDomain("fast", "data")).To(Equal("fast"))
+	g.Expect(ResolveStorageDomain("", "data")).To(Equal("data"))
+	g.Expect(ResolveStorageDomain("", "")).To(BeEmpty())
+}
+
+func TestMachineAddressesDropLoopbackLinkLocalAndTheEndpoint(t *testing.T) {
+	g := NewWithT(t)
+	got := machineAddresses([]string{"10.0.0.5", "127.0.0.1", "fe80::1", "10.0.1.100", "2001:db8::5", "10.0.0.5", "junk", "169.254.1.1"}, "10.0.1.100")
+	g.Expect(got).To(Equal([]clusterv1beta1.MachineAddress{
+		{Type: clusterv1beta1.MachineInternalIP, Address: "10.0.0.5"},
+		{Type: clusterv1beta1.MachineInternalIP, Address: "2001:db8::5"},
+	}))
+}
+
+func TestFindNodePrefersProviderIDThenSystemUUIDThenName(t *testing.T) {
+	g := NewWithT(t)
+	node := func(name, uuid, pid string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.NodeInfo.SystemUUID = uuid
+		n.Spec.ProviderID = pid
+		return n
+	}
+	nodes := []corev1.Node{node("vm-1", "other", ""), node("renamed", "ABCD-1234", ""), node("x", "", "ovirt://abcd-1234")}
+	g.Expect(findNode(nodes, "abcd-1234", "vm-1", "ovirt://abcd-1234").Name).To(Equal("x"))
+	g.Expect(findNode(nodes[:2], "abcd-1234", "vm-1", "ovirt://abcd-1234").Name).To(Equal("renamed"), "system UUIDs compare case-insensitively")
+	g.Expect(findNode(nodes[:1], "abcd-1234", "vm-1", "ovirt://abcd-1234").Name).To(Equal("vm-1"))
+	g.Expect(findNode(nil, "abcd-1234", "vm-1", "ovirt://abcd-1234")).To(BeNil())
+}
+
+func TestWaitForGrowsWithTheWaitBetweenBounds(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := &OVirtMachineReconciler{Intervals: Intervals{VMPoll: 10 * time.Second}, Now: func() time.Time { return now }}
+	om := &infrav1.OVirtMachine{}
+	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(time.Second), "no condition yet: the shortest wait")
+	set := func(ago time.Duration) {
+		om.Status.Conditions = clusterv1beta1.Conditions{{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
+			Reason: infrav1.VMPoweringUpReason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}
+	}
+	set(0)
+	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(time.Second))
+	set(9 * time.Second)
+	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(3 * time.Second))
+	set(10 * time.Minute)
+	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(10*time.Second), "never longer than VMPoll")
+}
+
+func TestReadyCopiesTheFirstStepThatIsNotDone(t *testing.T) {
+	g := NewWithT(t)
+	om := &infrav1.OVirtMachine{}
+	v1beta1conditions.MarkTrue(om, infrav1.CanConnectToOVirtCondition)
+	v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)
+	v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1beta1.ConditionSeverityWarning, "too small")
+	updateMachineStatus(&machineScope{om: om})
+	ready := v1beta1conditions.Get(om, clusterv1beta1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(corev1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(infrav1.DiskSmallerThanTemplateReason))
+	g.Expect(ready.Severity).To(Equal(clusterv1beta1.ConditionSeverityWarning))
+	g.Expect(ready.Message).To(Equal("too small"))
+	// The later steps are listed, False and without a reason (product doc §5.3).
+	g.Expect(v1beta1conditions.Get(om, infrav1.K8sProviderIDSetupCondition).Reason).To(BeEmpty())
+	g.Expect(om.Status.V1Beta2.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Reason", infrav1.DiskSmallerThanTemplateReason))))
+
+	// A failureReason wins.
+	om.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
+	om.Status.FailureMessage = ptr.To("bad password")
+	updateMachineStatus(&machineScope{om: om})
+	g.Expect(v1beta1conditions.GetReason(om, clusterv1beta1.ReadyCondition)).To(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
+	g.Expect(*v1beta1conditions.GetSeverity(om, clusterv1beta1.ReadyCondition)).To(Equal(clusterv1beta1.ConditionSeverityError))
+}
+
+func TestAConnectionProblemDoesNotUnreadyARunningMachine(t *testing.T) {
+	g := NewWithT(t)
+	om := &infrav1.OVirtMachine{}
+	om.Status.Ready = true
+	for _, c := range lifecycleConditions {
+		v1beta1conditions.MarkTrue(om, c)
+	}
+	v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, infrav1.AuthenticationFailedReason, clusterv1beta1.ConditionSeverityError, "expired")
+	updateMachineStatus(&machineScope{om: om})
+	g.Expect(v1beta1conditions.IsTrue(om, clusterv1beta1.ReadyCondition)).To(BeTrue())
+}
+
+func TestOwnerMarkerIdentifiesTheMachine(t *testing.T) {
+	g := NewWithT(t)
+	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: types.UID("1234")}}
+	vm := ovirt.VM{Comment: ownerMarker(om)}
+	g.Expect(ownedBy(vm, om)).To(BeTrue())
+	other := om.DeepCopy()
+	other.UID = "5678"
+	g.Expect(ownedBy(vm, other)).To(BeFalse())
+	g.Expect(vmIDOf(&infrav1.OVirtMachine{Spec: infrav1.OVirtMachineSpec{ProviderID: ptr.To("ovirt://abc")}})).To(Equal("abc"))
+}
+
+func TestReadTrackerExpires(t *testing.T) {
+	g := NewWithT(t)
+	var rt readTracker
+	key := types.NamespacedName{Namespace: "a", Name: "b"}
+	now := time.Now()
+	_, fresh := rt.fresh(key, now, time.Minute)
+	g.Expect(fresh).To(BeFalse())
+	rt.record(key, now)
+	wait, fresh := rt.fresh(key, now.Add(20*time.Second), time.Minute)
+	g.Expect(fresh).To(BeTrue())
+	g.Expect(wait).To(Equal(40 * time.Second))
+	_, fresh = rt.fresh(key, now.Add(time.Minute), time.Minute)
+	g.Expect(fresh).To(BeFalse())
+	rt.forget(key)
+	_, fresh = rt.fresh(key, now, time.Minute)
+	g.Expect(fresh).To(BeFalse())
+}
