@@ -145,7 +145,7 @@ func watchUntilReady(ctx context.Context, stack *harness.Stack, out io.Writer, t
 		}
 		for _, p := range []*harness.Process{stack.Manager, stack.Webhook, stack.CAPI, stack.SimProcess} {
 			if exited, perr := p.Exited(); exited {
-				return false, fmt.Errorf("%s exited: %v", p.Name, perr)
+				return false, fmt.Errorf("%s exited: %w", p.Name, perr)
 			}
 		}
 		select {
