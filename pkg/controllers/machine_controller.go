@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -36,6 +38,10 @@ import (
 
 // providerIndex indexes OVirtMachines by spec.provider.
 const providerIndex = "spec.provider"
+
+// vmIDIndex indexes OVirtMachines by status.vmID (lower-case), to map workload Nodes, whose
+// SMBIOS system UUID is the VM id, to their machine.
+const vmIDIndex = "status.vmID"
 
 // ClearFailureAnnotation asks the manager to clear status.failureReason and
 // status.failureMessage. The admission webhook sets it when a user removes those fields with a
@@ -100,7 +106,8 @@ type OVirtMachineReconciler struct {
 	// Now returns the time; tests may fix it.
 	Now func() time.Time
 
-	reads readTracker
+	reads      readTracker
+	controller controller.Controller
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,verbs=get;list;watch;patch;update
@@ -121,6 +128,14 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}); err != nil {
 		return fmt.Errorf("indexing OVirtMachines by provider: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.OVirtMachine{}, vmIDIndex, func(o client.Object) []string {
+		if id := o.(*infrav1.OVirtMachine).Status.VMID; id != "" {
+			return []string{strings.ToLower(id)}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing OVirtMachines by VM id: %w", err)
+	}
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.OVirtMachineList{}, mgr.GetScheme())
 	if err != nil {
 		return err
@@ -138,7 +153,37 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.ClusterCache != nil {
 		b = b.WatchesRawSource(r.ClusterCache.GetClusterSource("ovirtmachine", clusterToMachines))
 	}
-	return b.Named("ovirtmachine").Complete(r)
+	c, err := b.Named("ovirtmachine").Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	return nil
+}
+
+// nodeToMachines maps a workload-cluster Node to the OVirtMachine of its VM, so that a Node
+// registering is handled at once rather than at the next poll.
+func (r *OVirtMachineReconciler) nodeToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	node, ok := o.(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	id := strings.ToLower(node.Status.NodeInfo.SystemUUID)
+	if pid, found := strings.CutPrefix(node.Spec.ProviderID, infrav1.ProviderIDPrefix); found {
+		id = strings.ToLower(pid)
+	}
+	if id == "" {
+		return nil
+	}
+	list := &infrav1.OVirtMachineList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{vmIDIndex: id}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }
 
 // providerBecameUsable passes OVirtProvider creations and updates that make it ready, so that

@@ -13,6 +13,7 @@ import (
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/capov/capov/apis/v1beta1"
 )
@@ -36,6 +37,15 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 			return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
 		}
 		return stop(ctrl.Result{}, fmt.Errorf("getting workload cluster client: %w", err))
+	}
+	if r.controller != nil {
+		// Idempotent per cluster connection: reconcile this machine as soon as its Node appears.
+		if err := r.ClusterCache.Watch(ctx, util.ObjectKey(s.cluster), clustercache.NewWatcher(clustercache.WatcherOptions{
+			Name: "ovirtmachine-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
+			EventHandler: handler.EnqueueRequestsFromMapFunc(r.nodeToMachines),
+		})); err != nil && !errors.Is(err, clustercache.ErrClusterNotConnected) {
+			return stop(ctrl.Result{}, fmt.Errorf("watching Nodes of workload cluster %s: %w", s.cluster.Name, err))
+		}
 	}
 	nodes := &corev1.NodeList{}
 	if err := remote.List(ctx, nodes); err != nil {

@@ -144,6 +144,9 @@ func watchUntilReady(ctx context.Context, stack *harness.Stack, out io.Writer, t
 			return false, nil
 		}
 		for _, p := range []*harness.Process{stack.Manager, stack.Webhook, stack.CAPI, stack.SimProcess} {
+			if p == nil {
+				continue
+			}
 			if exited, perr := p.Exited(); exited {
 				return false, fmt.Errorf("%s exited: %w", p.Name, perr)
 			}

@@ -38,6 +38,8 @@ type StackOptions struct {
 	CAPIAsProcess bool
 	// WithoutCAPI does not start Cluster API's core reconcilers.
 	WithoutCAPI bool
+	// WithoutManager does not start the manager (StartManager starts one later).
+	WithoutManager bool
 	// ManagerArgs and WebhookArgs are appended to the binaries' flags.
 	ManagerArgs, WebhookArgs []string
 	// Log is the logger of in-process components.
@@ -168,18 +170,11 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 		return nil, err
 	}
 
-	s.say("Starting the CAPOV manager")
-	health, _ = freePort()
-	metrics, _ = freePort()
-	s.ManagerMetricsAddr = fmt.Sprintf("127.0.0.1:%d", metrics)
-	if s.Manager, err = Start("manager", bins["manager"], append([]string{
-		"--kubeconfig=" + s.KubeconfigPath, "--credentials-namespace=capov-system",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + s.ManagerMetricsAddr,
-	}, opts.ManagerArgs...), []string{"POD_NAMESPACE=capov-system"}, filepath.Join(opts.WorkDir, "logs", "manager.log")); err != nil {
-		return nil, err
-	}
-	if err := waitReady(ctx, s.Manager, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
-		return nil, err
+	if !opts.WithoutManager {
+		s.say("Starting the CAPOV manager")
+		if s.Manager, s.ManagerMetricsAddr, err = s.StartManager(ctx, "manager", opts.ManagerArgs); err != nil {
+			return nil, err
+		}
 	}
 
 	if !opts.WithoutCAPI {
@@ -202,6 +197,32 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	k := &Kubelet{Workload: s.Workload.Client, VMs: s.listVMs}
 	s.goRun(k.Run)
 	return s, nil
+}
+
+// StartManager starts a manager process with the stack's kubeconfig, a health endpoint it
+// waits on and a metrics endpoint whose address it returns; args are appended to the flags.
+func (s *Stack) StartManager(ctx context.Context, name string, args []string) (*Process, string, error) {
+	health, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", metrics)
+	p, err := Start(name, s.ManagerBin, append([]string{
+		"--kubeconfig=" + s.KubeconfigPath, "--credentials-namespace=capov-system",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + metricsAddr,
+	}, args...), []string{"POD_NAMESPACE=capov-system"}, filepath.Join(s.opts.WorkDir, "logs", name+".log"))
+	if err != nil {
+		return nil, "", err
+	}
+	if err := waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+		_ = p.Stop(10 * time.Second)
+		return nil, "", err
+	}
+	return p, metricsAddr, nil
 }
 
 func (s *Stack) goRun(f func(ctx context.Context)) {
