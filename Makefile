@@ -84,6 +84,14 @@ conformance: envtest ## Run the CAPI conformance suite only (CAPI core reconcile
 integration: envtest ## Run the manager integration tests only (manager binary + envtest + simulator).
 	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) go test -count=1 -timeout 20m ./test/integration/...
 
+.PHONY: bench
+bench: envtest ## Run the provisioning benchmark (100-1,000 machines, ~30 min); rewrites docs/benchmarks.md and docs/bench/*.png.
+	go run ./test/bench/cmd/bench -set=full
+
+.PHONY: bench-smoke
+bench-smoke: envtest ## Run the seconds-long benchmark (also part of make test) and check its economy targets.
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) go test -count=1 -run TestBenchSmoke -v ./test/bench/
+
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 3s) each.
 	hack/fuzz.sh $(FUZZTIME)

@@ -1,0 +1,70 @@
+// Command bench runs the CAPOV provisioning benchmark (see test/bench) and writes
+// docs/benchmarks.md and its charts. `make bench` runs the full set; -set=smoke a small one.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/capov/capov/test/bench"
+	"github.com/capov/capov/test/envtest"
+)
+
+func main() {
+	set := flag.String("set", "full", "Scenario set: full or smoke.")
+	doc := flag.String("doc", "docs/benchmarks.md", "Markdown file whose generated section is rewritten (empty: do not write).")
+	charts := flag.String("charts", "docs/bench", "Directory for the PNG charts, relative to the repository.")
+	workDir := flag.String("work-dir", "", "Work directory (default: a temporary one).")
+	webhookRequests := flag.Int("webhook-requests", 2500, "Requests per client of the admission load test (0 skips it).")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *set, *doc, *charts, *workDir, *webhookRequests); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, set, doc, charts, workDir string, webhookRequests int) error {
+	scenarios := bench.FullSet()
+	if set == "smoke" {
+		scenarios = bench.SmokeSet()
+	}
+	if workDir == "" {
+		d, err := os.MkdirTemp("", "capov-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		workDir = d
+	}
+	rep, err := bench.RunAll(ctx, scenarios, bench.Options{WorkDir: workDir, Out: os.Stdout, WebhookRequests: webhookRequests})
+	if err != nil {
+		return err
+	}
+	for _, t := range rep.Targets() {
+		fmt.Printf("target: %-110s %-70s met=%t\n", t.Goal, t.Measured, t.Met)
+	}
+	if doc == "" {
+		return nil
+	}
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteCharts(filepath.Join(root, charts)); err != nil {
+		return err
+	}
+	// Charts are linked relative to the markdown file.
+	rel, err := filepath.Rel(filepath.Dir(filepath.Join(root, doc)), filepath.Join(root, charts))
+	if err != nil {
+		return err
+	}
+	return bench.UpdateDoc(filepath.Join(root, doc), rep.Markdown(rel))
+}

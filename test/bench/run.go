@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/capov/capov/pkg/app/webhook"
+	"github.com/capov/capov/test/harness"
+)
+
+// Realistic oVirt waits of the full set: a thin disk image created in 2 s, a disk extended in
+// 1 s, a VM booted in 5 s, 20 ms per API call.
+const (
+	realLatency   = 20 * time.Millisecond
+	realImageLock = 2 * time.Second
+	realDiskLock  = time.Second
+	realBoot      = 5 * time.Second
+)
+
+func real(name string, n, concurrency int, clone bool) Scenario {
+	return Scenario{Name: name, Machines: n, Concurrency: concurrency, Clone: clone, Latency: realLatency,
+		ImageLock: realImageLock, DiskLock: realDiskLock, Boot: realBoot, SyncPeriod: 30 * time.Second, ProviderCheck: 30 * time.Second}
+}
+
+// FullSet is what `make bench` measures.
+func FullSet() []Scenario {
+	economy := Scenario{Name: "economy-100", Machines: 100, Concurrency: 10, SyncPeriod: 30 * time.Second, ProviderCheck: 30 * time.Second}
+	n100 := real("n100-c10", 100, 10, false)
+	n100.Steady = time.Minute
+	n1000 := real("n1000-c10", 1000, 10, false)
+	n1000.Steady = time.Minute
+	return []Scenario{
+		economy, n100,
+		real("n100-c1", 100, 1, false), real("n100-c50", 100, 50, false), real("n100-c10-clone", 100, 10, true),
+		real("n500-c10", 500, 10, false), n1000,
+	}
+}
+
+// SmokeSet is what `make bench-smoke` (and `make test`) measures in seconds.
+func SmokeSet() []Scenario {
+	return []Scenario{{Name: "economy-10", Machines: 10, Concurrency: 10, Steady: 6 * time.Second,
+		SyncPeriod: 3 * time.Second, ProviderCheck: 3 * time.Second}}
+}
+
+// Options configure RunAll.
+type Options struct {
+	WorkDir string
+	Out     io.Writer
+	// WebhookRequests is the per-client request count of the admission load test (0 skips it).
+	WebhookRequests int
+}
+
+// RunAll starts the stack (without Cluster API's controllers: the bench creates Machines
+// itself), runs the scenarios one after the other and the admission load test.
+func RunAll(ctx context.Context, scenarios []Scenario, opts Options) (*Report, error) {
+	rep := &Report{Started: time.Now()}
+	stack, err := harness.StartStack(ctx, harness.StackOptions{
+		WorkDir: opts.WorkDir, Out: opts.Out, WithoutCAPI: true, WithoutManager: true, Log: logr.Discard(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer stack.Stop()
+	r := &Runner{Stack: stack, Out: opts.Out}
+	if err := r.Setup(ctx); err != nil {
+		return nil, err
+	}
+	for _, sc := range scenarios {
+		res, err := r.Run(ctx, sc)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	if opts.WebhookRequests > 0 {
+		fmt.Fprintf(opts.Out, "== admission load test: 8 clients x %d requests\n", opts.WebhookRequests)
+		lr, err := webhook.LoadTest(ctx, "https://"+stack.WebhookAddr, stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData, 8, opts.WebhookRequests)
+		if err != nil {
+			return nil, fmt.Errorf("admission load test: %w", err)
+		}
+		fmt.Fprintf(opts.Out, "   %s\n", lr)
+		rep.WebhookP50, rep.WebhookP99, rep.WebhookThroughput = lr.P50, lr.P99, lr.Throughput
+		rep.WebhookRequests, rep.WebhookErrors = lr.Requests, lr.Errors
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	return rep, nil
+}

@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestBenchSmoke is `make bench-smoke`: the benchmark machinery on ten machines, asserting the
+// economy targets that do not depend on scale.
+func TestBenchSmoke(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := RunAll(ctx, SmokeSet(), Options{WorkDir: t.TempDir(), Out: testWriter{t}, WebhookRequests: 200})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rep.Results).To(HaveLen(1))
+	r := rep.Results[0]
+	g.Expect(r.TTR).To(HaveLen(10))
+	g.Expect(r.CreateCallsPerMachine()).To(BeNumerically("<=", 12), "oVirt calls per machine creation: %v", r.CreateCalls)
+	g.Expect(r.Logins).To(Equal(1), "one SSO login per provider")
+	g.Expect(r.SteadyVMReads).To(BeNumerically("<=", 1.0), "VM reads per machine per sync period")
+	g.Expect(r.DeleteCalls).To(BeNumerically(">", 0))
+	g.Expect(r.PeakRSS).To(BeNumerically(">", 0))
+	g.Expect(rep.WebhookErrors).To(BeZero())
+
+	// The report renders, charts included.
+	dir := t.TempDir()
+	g.Expect(rep.WriteCharts(dir)).To(Succeed())
+	for _, f := range []string{"calls-per-machine.png", "time-to-ready.png"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Size()).To(BeNumerically(">", 1000))
+	}
+	doc := filepath.Join(dir, "benchmarks.md")
+	g.Expect(os.WriteFile(doc, []byte("# Benchmarks\n\nhand-written text\n"), 0o644)).To(Succeed())
+	g.Expect(UpdateDoc(doc, rep.Markdown("."))).To(Succeed())
+	g.Expect(UpdateDoc(doc, rep.Markdown("."))).To(Succeed(), "idempotent")
+	b, _ := os.ReadFile(doc)
+	g.Expect(string(b)).To(ContainSubstring("hand-written text"))
+	g.Expect(string(b)).To(ContainSubstring("economy-10"))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(string(b))
+	return len(b), nil
+}
