@@ -137,3 +137,30 @@ func TestReadTrackerExpires(t *testing.T) {
 	_, fresh = rt.fresh(key, now, time.Minute)
 	g.Expect(fresh).To(BeFalse())
 }
+
+func TestWaitForAimsAtTheLearnedDuration(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := &OVirtMachineReconciler{Intervals: Intervals{VMPoll: 10 * time.Second}, Now: func() time.Time { return now }}
+	booting := func(ago time.Duration) *infrav1.OVirtMachine {
+		return &infrav1.OVirtMachine{Status: infrav1.OVirtMachineStatus{Conditions: clusterv1beta1.Conditions{{
+			Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse, Reason: infrav1.VMPoweringUpReason,
+			LastTransitionTime: metav1.NewTime(now.Add(-ago))}}}}
+	}
+	// A first machine took 6s to boot.
+	r.waits.finished(booting(6*time.Second), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	d, ok := r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(d).To(Equal(6 * time.Second))
+	// The next one, booting for 1s, is read once, right after the expected 6s.
+	g.Expect(r.waitFor(booting(time.Second), infrav1.MachineOnCondition).RequeueAfter).To(Equal(5*time.Second + 500*time.Millisecond))
+	// Past the expectation, the wait grows with the time waited again.
+	g.Expect(r.waitFor(booting(9*time.Second), infrav1.MachineOnCondition).RequeueAfter).To(Equal(3 * time.Second))
+	// Another reason of the same step is not mixed in.
+	_, ok = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason)
+	g.Expect(ok).To(BeFalse())
+	// Averages move slowly: a 2s boot moves the estimate to 5s.
+	r.waits.finished(booting(2*time.Second), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
+	g.Expect(d).To(Equal(5 * time.Second))
+}

@@ -18,6 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
 	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
 	"sigs.k8s.io/cluster-api/util/deprecated/v1beta1/paused"
 	"sigs.k8s.io/cluster-api/util/finalizers"
@@ -107,6 +108,7 @@ type OVirtMachineReconciler struct {
 	Now func() time.Time
 
 	reads      readTracker
+	waits      waitEstimator
 	controller controller.Controller
 }
 
@@ -334,6 +336,43 @@ func (t *readTracker) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.reads, key)
+}
+
+// waitEstimator learns how long oVirt takes for each step (image copy, disk extension, boot)
+// from the machines that finished it: an exponentially weighted average per step and reason.
+type waitEstimator struct {
+	mu  sync.Mutex
+	est map[string]time.Duration
+}
+
+// finished records the wait of a step that was False with reason and is done now.
+func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1beta1.ConditionType, reason string, now time.Time) {
+	c := v1beta1conditions.Get(om, step)
+	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != reason {
+		return
+	}
+	d := now.Sub(c.LastTransitionTime.Time)
+	if d <= 0 || d > time.Hour {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.est == nil {
+		e.est = map[string]time.Duration{}
+	}
+	key := string(step) + "/" + reason
+	if old, ok := e.est[key]; ok {
+		d = (3*old + d) / 4
+	}
+	e.est[key] = d
+}
+
+// expected returns the learned duration of a step.
+func (e *waitEstimator) expected(step clusterv1beta1.ConditionType, reason string) (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.est[string(step)+"/"+reason]
+	return d, ok
 }
 
 // ownedMachineConditions are the conditions the manager owns on OVirtMachines.

@@ -120,15 +120,21 @@ func stop(res ctrl.Result, err error) (bool, ctrl.Result, error) { return false,
 func next() (bool, ctrl.Result, error) { return true, ctrl.Result{}, nil }
 
 // waitFor returns when to look again at a VM on which oVirt works (image copy, disk extension,
-// boot, shutdown). The wait grows with the time the step has been waiting (a third of it, from
-// the step condition's last transition), between a tenth of VMPoll (at least 100ms) and VMPoll:
-// short operations are noticed within a second, long ones cost few reads, and a machine is never
-// late by more than a third of its wait.
+// boot, shutdown). When earlier machines taught how long the step takes, the VM is read once
+// that time has passed; otherwise (or once past it) the wait grows with the time already waited
+// (a third of it). Waits stay between a tenth of VMPoll (at least 100ms) and VMPoll: short
+// operations are noticed within a second, long ones cost few reads, and under a rate limit the
+// Engine is not asked uselessly.
 func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv1beta1.ConditionType) ctrl.Result {
 	lowest := max(r.Intervals.VMPoll/10, 100*time.Millisecond)
 	wait := lowest
 	if ltt := v1beta1conditions.GetLastTransitionTime(om, step); ltt != nil && v1beta1conditions.IsFalse(om, step) {
-		wait = max(lowest, r.Now().Sub(ltt.Time)/3)
+		elapsed := r.Now().Sub(ltt.Time)
+		wait = max(lowest, elapsed/3)
+		if expected, ok := r.waits.expected(step, v1beta1conditions.GetReason(om, step)); ok && expected > elapsed {
+			// LastTransitionTime has a one-second resolution once read back: aim just after.
+			wait = max(lowest, expected-elapsed+lowest/2)
+		}
 	}
 	return ctrl.Result{RequeueAfter: min(wait, r.Intervals.VMPoll)}
 }
@@ -302,6 +308,7 @@ func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm
 			om.Status.SystemDiskIDs = append(om.Status.SystemDiskIDs, d.ID)
 		}
 	}
+	r.waits.finished(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, r.Now())
 	v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)
 	return next()
 }
@@ -410,6 +417,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 			"extending disk %s to %d GiB", osDisk.Alias, om.Spec.OSDiskSizeGB)
 		return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 	}
+	r.waits.finished(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, r.Now())
 	v1beta1conditions.MarkTrue(om, infrav1.MachineDiskResizedCondition)
 	return next()
 }
@@ -496,6 +504,7 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 	om, vm := s.om, s.vm
 	switch vm.Status {
 	case ovirt.VMStatusUp:
+		r.waits.finished(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, r.Now())
 		v1beta1conditions.MarkTrue(om, infrav1.MachineOnCondition)
 		om.Status.Addresses = machineAddresses(vm.Addresses, s.cluster.Spec.ControlPlaneEndpoint.Host)
 		return next()
