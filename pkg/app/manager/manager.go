@@ -2,12 +2,10 @@ package manager
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,10 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/pkg/app/options"
 	"github.com/capov/capov/pkg/controllers"
 	"github.com/capov/capov/pkg/ovirt/sdk"
 )
@@ -47,35 +44,16 @@ func NewScheme() *runtime.Scheme {
 // returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	opts := NewOptions()
-	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-	fs.SetOutput(stdout)
-	opts.AddFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "CAPOV controller manager: reconciles OVirtProvider, OVirtCluster and OVirtMachine against oVirt.\n\nUsage: manager [flags]\n\nFlags:\n%s", fs.FlagUsages())
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "manager: %v\n", err)
-		return 2
-	}
-	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(stderr, "manager: %v\n", err)
-		return 2
-	}
-	log := opts.NewLogger(stderr)
-	ctrl.SetLogger(log)
-	cfg, err := opts.LoadRestConfig()
-	if err != nil {
-		log.Error(err, "Loading the kubeconfig")
-		return 1
-	}
-	if err := Run(ctrl.SetupSignalHandler(), opts, cfg, log); err != nil {
-		log.Error(err, "Manager stopped with an error")
-		return 1
-	}
-	return 0
+	return options.Main(options.Binary{
+		Name:     "manager",
+		Summary:  "CAPOV controller manager: reconciles OVirtProvider, OVirtCluster and OVirtMachine against oVirt.",
+		Common:   &opts.Common,
+		AddFlags: opts.AddFlags,
+		Validate: opts.Validate,
+		Run: func(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
+			return Run(ctx, opts, cfg, log)
+		},
+	}, args, stdout, stderr)
 }
 
 // Run starts the manager with the given options and stops when ctx is done.
@@ -96,16 +74,11 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	if opts.Namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
 	}
-	metricsOpts := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
-	if opts.MetricsBindAddress != "0" {
-		metricsOpts.SecureServing = true
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
 	gracefulShutdown := opts.GracefulShutdownTimeout
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
-		Metrics:                       metricsOpts,
+		Metrics:                       opts.MetricsServer(),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -18,8 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/capov/capov/apis/v1beta1"
@@ -46,35 +43,16 @@ func NewScheme() *runtime.Scheme {
 // It returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	opts := NewOptions()
-	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
-	fs.SetOutput(stdout)
-	opts.AddFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "CAPOV admission webhook server: defaults and validates OVirtProvider, OVirtCluster, OVirtMachine and OVirtMachineTemplate objects.\n\nUsage: webhook [flags]\n\nFlags:\n%s", fs.FlagUsages())
-	}
-	if err := options.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "webhook: %v\n", err)
-		return 2
-	}
-	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(stderr, "webhook: %v\n", err)
-		return 2
-	}
-	log := opts.NewLogger(stderr)
-	ctrl.SetLogger(log)
-	cfg, err := opts.LoadRestConfig()
-	if err != nil {
-		log.Error(err, "Loading the kubeconfig")
-		return 1
-	}
-	if err := Run(ctrl.SetupSignalHandler(), opts, cfg, log); err != nil {
-		log.Error(err, "Webhook server stopped with an error")
-		return 1
-	}
-	return 0
+	return options.Main(options.Binary{
+		Name:     "webhook",
+		Summary:  "CAPOV admission webhook server: defaults and validates OVirtProvider, OVirtCluster, OVirtMachine and OVirtMachineTemplate objects.",
+		Common:   &opts.Common,
+		AddFlags: opts.AddFlags,
+		Validate: opts.Validate,
+		Run: func(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
+			return Run(ctx, opts, cfg, log)
+		},
+	}, args, stdout, stderr)
 }
 
 // Run starts the webhook server with the given options and stops when ctx is done. It runs no
@@ -84,11 +62,6 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	gates := opts.ResolveFeatureGates(log)
 	cfg := opts.RestConfig(restConfig, UserAgent)
 
-	metricsOpts := metricsserver.Options{BindAddress: opts.MetricsBindAddress, TLSOpts: []func(*tls.Config){hardenTLS}}
-	if opts.MetricsBindAddress != "0" {
-		metricsOpts.SecureServing = true
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(),
 		Cache: cache.Options{
@@ -97,7 +70,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			// so the webhook never lists Secrets or anything else by accident.
 			ReaderFailOnMissingInformer: true,
 		},
-		Metrics:                metricsOpts,
+		Metrics:                opts.MetricsServer(),
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 		LeaderElection:         false,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
@@ -108,7 +81,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			// Without GetCertificate in TLSOpts the server reads the files through
 			// controller-runtime's certwatcher, which reloads them when cert-manager
 			// rotates the Secret (fsnotify, plus a poll every 10 s for symlink swaps).
-			TLSOpts: []func(*tls.Config){hardenTLS},
+			TLSOpts: []func(*tls.Config){options.HardenTLS},
 		}),
 		Logger: log,
 	})
@@ -147,12 +120,4 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	}
 	log.Info("Webhook server stopped")
 	return nil
-}
-
-// hardenTLS requires TLS 1.2 and serves HTTP/1.1 only: HTTP/2 is turned off as Kubernetes
-// projects do since the HTTP/2 rapid-reset and stream-cancellation CVEs (CVE-2023-44487,
-// CVE-2023-39325); the API server talks HTTP/1.1 to webhooks just as well.
-func hardenTLS(c *tls.Config) {
-	c.MinVersion = tls.VersionTLS12
-	c.NextProtos = []string{"http/1.1"}
 }
