@@ -170,3 +170,24 @@ func diskAliases(st ovirtsim.State) []string {
 	}
 	return out
 }
+
+// TestTemplateCapacityForAutoscalingFromZero checks status.capacity, which the cluster
+// autoscaler reads to scale a MachineDeployment up from zero.
+func TestTemplateCapacityForAutoscalingFromZero(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	tpl := &infrav1.OVirtMachineTemplate{
+		ObjectMeta: metaNS(tc.ns, "workers"),
+		Spec: infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: vmSpec()}},
+	}
+	tpl.Labels = filterLabels(mainFilter)
+	tpl.Spec.Template.Spec.CPU = &infrav1.CPU{Sockets: 2, Cores: 4, Threads: 1}
+	g.Expect(k8s.Create(ctx, tpl)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &infrav1.OVirtMachineTemplate{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tpl), got)).To(Succeed())
+		g.Expect(got.Status.Capacity.Cpu().Value()).To(BeEquivalentTo(8))
+		g.Expect(got.Status.Capacity.Memory().Value()).To(BeEquivalentTo(8192 << 20))
+	}, timeout, interval).Should(Succeed())
+}
