@@ -10,6 +10,7 @@ import (
 
 	"github.com/capov/capov/pkg/app/webhook"
 	"github.com/capov/capov/test/harness"
+	"github.com/capov/capov/test/ovirtsim"
 )
 
 // Realistic oVirt waits of the full set: a thin disk image created in 2 s, a disk extended in
@@ -58,8 +59,13 @@ type Options struct {
 // itself), runs the scenarios one after the other and the admission load test.
 func RunAll(ctx context.Context, scenarios []Scenario, opts Options) (*Report, error) {
 	rep := &Report{Started: time.Now()}
+	seed := ovirtsim.DemoSeed()
+	for i := range seed.StorageDomains {
+		// Room for 1,000 VMs of 40 GiB in either domain.
+		seed.StorageDomains[i].FreeGB = 1 << 20
+	}
 	stack, err := harness.StartStack(ctx, harness.StackOptions{
-		WorkDir: opts.WorkDir, Out: opts.Out, WithoutCAPI: true, WithoutManager: true, Log: logr.Discard(),
+		WorkDir: opts.WorkDir, Out: opts.Out, Seed: seed, WithoutCAPI: true, WithoutManager: true, Log: logr.Discard(),
 	})
 	if err != nil {
 		return nil, err
