@@ -20,12 +20,12 @@ import (
 func TestResolveCloneFollowsMachineThenProviderThenGate(t *testing.T) {
 	g := NewWithT(t)
 	on, off := featuregates.Gates{DiskClone: true}, featuregates.Gates{}
-	g.Expect(ResolveClone(ptr.To(true), ptr.To(false), off)).To(BeTrue())
-	g.Expect(ResolveClone(ptr.To(false), ptr.To(true), on)).To(BeFalse())
-	g.Expect(ResolveClone(nil, ptr.To(true), off)).To(BeTrue())
-	g.Expect(ResolveClone(nil, ptr.To(false), on)).To(BeFalse())
-	g.Expect(ResolveClone(nil, nil, on)).To(BeTrue())
-	g.Expect(ResolveClone(nil, nil, off)).To(BeFalse())
+	g.Expect(off.DiskCloneFor(ptr.To(true), ptr.To(false))).To(BeTrue())
+	g.Expect(on.DiskCloneFor(ptr.To(false), ptr.To(true))).To(BeFalse())
+	g.Expect(off.DiskCloneFor(nil, ptr.To(true))).To(BeTrue())
+	g.Expect(on.DiskCloneFor(nil, ptr.To(false))).To(BeFalse())
+	g.Expect(on.DiskCloneFor(nil, nil)).To(BeTrue())
+	g.Expect(off.DiskCloneFor(nil, nil)).To(BeFalse())
 	g.Expect(ResolveStorageDomain("fast", "data")).To(Equal("fast"))
 	g.Expect(ResolveStorageDomain("", "data")).To(Equal("data"))
 	g.Expect(ResolveStorageDomain("", "")).To(BeEmpty())

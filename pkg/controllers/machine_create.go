@@ -26,19 +26,6 @@ const (
 	osTypeIgnition = "rhcos_x64"
 )
 
-// ResolveClone decides whether template disks are cloned: the OVirtMachine's diskclone, else
-// the OVirtProvider's, else the disk-clone gate (product doc §6).
-func ResolveClone(machine, provider *bool, gates featuregates.Gates) bool {
-	switch {
-	case machine != nil:
-		return *machine
-	case provider != nil:
-		return *provider
-	default:
-		return gates.DiskClone
-	}
-}
-
 // ResolveStorageDomain returns the storage domain for the disks of a new VM: the
 // OVirtMachine's, else the OVirtProvider's, else "" (the template's).
 func ResolveStorageDomain(machine, provider string) string {
@@ -125,7 +112,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(ctrl.Result{}, fmt.Errorf("finding oVirt cluster %q: %w", om.Spec.OVirtCluster, err))
 	}
 
-	clone := ResolveClone(om.Spec.DiskClone, s.provider.Spec.DiskClone, r.Gates)
+	clone := r.Gates.DiskCloneFor(om.Spec.DiskClone, s.provider.Spec.DiskClone)
 	spec := ovirt.VMSpec{
 		Name: om.Name, ClusterID: ocl.ID, TemplateID: tpl.ID, Clone: clone,
 		Type: ovirt.VMType(om.Spec.VMType), Comment: ownerMarker(om),
@@ -166,8 +153,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 			spec.TemplateDisks = tpl.Disks
 		case !onTemplateDomain:
 			created(infrav1.StorageDomainRequiresCloneReason, clusterv1beta1.ConditionSeverityWarning,
-				"storage domain %q differs from the template's and disks are not cloned: set spec.diskclone: true on the OVirtMachineTemplate, "+
-					"diskclone: true on OVirtProvider %s, or the disk-clone feature gate", sdName, s.provider.Name)
+				"storage domain %q differs from the template's and disks are not cloned: %s", sdName, featuregates.EnableDiskCloneHint(s.provider.Name))
 			return stop(r.retryLater(), nil)
 		}
 	}

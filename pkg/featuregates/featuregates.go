@@ -178,3 +178,25 @@ func Usage() string {
 	return "Comma-separated feature gates, key=value. Unknown keys and invalid values are ignored with a warning. Gates: " +
 		strings.Join(parts, ", ")
 }
+
+// DiskCloneFor resolves whether the template disks of a new VM are cloned (product doc §6): the
+// OVirtMachine's (or OVirtMachineTemplate's) spec.diskclone, else its OVirtProvider's, else the
+// disk-clone gate. The manager sends the result to oVirt; the webhook defaults with it.
+func (g Gates) DiskCloneFor(machine, provider *bool) bool {
+	switch {
+	case machine != nil:
+		return *machine
+	case provider != nil:
+		return *provider
+	default:
+		return g.DiskClone
+	}
+}
+
+// EnableDiskCloneHint names the three ways to turn disk cloning on (product doc §6), for the
+// OVirtProvider providerName; messages about another storage domain end with it.
+func EnableDiskCloneHint(providerName string) string {
+	return fmt.Sprintf("set spec.diskclone: true on the OVirtMachine/OVirtMachineTemplate (the node group's Clone disk = Yes), "+
+		"set spec.diskclone: true on OVirtProvider %s, or enable the disk-clone feature gate of shturval-capov "+
+		"(customvalues.featureGates.disk-clone: true)", providerName)
+}

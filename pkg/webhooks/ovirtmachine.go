@@ -152,7 +152,7 @@ func providerWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider
 	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !clone {
 		return admission.Warnings{fmt.Sprintf("OVirtProvider %s sets storagedomainname %s, but diskclone resolves to false here: "+
 			"the VM can only be created if %s is the template's storage domain (otherwise MachineCreated reports StorageDomainRequiresClone); "+
-			"to place the disks in %s, %s", provider.Name, sd, sd, sd, EnableCloneHint(provider.Name))}
+			"to place the disks in %s, %s", provider.Name, sd, sd, sd, featuregates.EnableDiskCloneHint(provider.Name))}
 	}
 	return nil
 }

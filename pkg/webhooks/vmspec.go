@@ -27,14 +27,11 @@ var vmTypes = []string{string(infrav1.VMTypeServer), string(infrav1.VMTypeDeskto
 // spec.diskclone, else the disk-clone feature gate. provider may be nil (not found). It mirrors
 // the manager's resolution, so that what admission checks is what the manager will do.
 func ResolveDiskClone(machine *bool, provider *infrav1.OVirtProvider, gates featuregates.Gates) bool {
-	switch {
-	case machine != nil:
-		return *machine
-	case provider != nil && provider.Spec.DiskClone != nil:
-		return *provider.Spec.DiskClone
-	default:
-		return gates.DiskClone
+	var fromProvider *bool
+	if provider != nil {
+		fromProvider = provider.Spec.DiskClone
 	}
+	return gates.DiskCloneFor(machine, fromProvider)
 }
 
 // DefaultVMSpec fills the create-time defaults of an OVirtMachine or OVirtMachineTemplate spec:
@@ -69,14 +66,6 @@ func KeepCreateDefaults(newSpec, oldSpec *infrav1.OVirtVMSpec) {
 	}
 }
 
-// EnableCloneHint names the three ways to turn disk cloning on (product doc §6), for the
-// OVirtProvider providerName.
-func EnableCloneHint(providerName string) string {
-	return fmt.Sprintf("set spec.diskclone: true on the OVirtMachine/OVirtMachineTemplate (the node group's Clone disk = Yes), "+
-		"set spec.diskclone: true on OVirtProvider %s, or enable the disk-clone feature gate of shturval-capov "+
-		"(customvalues.featureGates.disk-clone: true)", providerName)
-}
-
 // ValidateVMSpec checks the VM part of an OVirtMachine (path "spec") or OVirtMachineTemplate
 // (path "spec.template.spec"). resolvedClone is the clone mode ResolveDiskClone gives for it.
 // Each error carries the full path and how to fix the value.
@@ -97,7 +86,7 @@ func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path, resolvedClone b
 	if spec.StorageDomainName != "" && !resolvedClone {
 		errs = append(errs, field.Invalid(path.Child("storagedomainname"), spec.StorageDomainName,
 			"a storage domain other than the template's requires disk cloning, but diskclone resolves to false; to enable cloning, "+
-				EnableCloneHint(spec.Provider)+
+				featuregates.EnableDiskCloneHint(spec.Provider)+
 				" (an explicit diskclone: false in the manifest wins over the provider and the gate); "+
 				"or remove storagedomainname to keep the disks in the template's storage domain"))
 	}
