@@ -178,7 +178,7 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 		CPU: &infrav1.CPU{Sockets: 1, Cores: 2, Threads: 1}, Memory: &infrav1.Memory{SizeMB: 4096, GuaranteedMB: 2048},
 		OSDiskSizeGB: 40, NICs: []infrav1.NIC{{VnicProfile: "ovirtmgmt"}}, DiskClone: ptr.To(sc.Clone),
 	}
-	created, err := r.createMachines(ctx, cluster, sc.Machines, spec)
+	created, err := r.createMachines(ctx, cluster, sc.Name, sc.Machines, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,10 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	res.PeakRSS, res.PeakHeap = sampler.peaks()
 	r.say("   deleted in %s, %.1f calls per machine; manager peak RSS %.0f MiB, heap %.0f MiB, %.0f API-server requests",
 		res.Delete.Round(time.Millisecond), res.DeleteCalls, res.PeakRSS/(1<<20), res.PeakHeap/(1<<20), res.KubeRequests)
-	_ = c.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{})
+	// CAPI would delete the Nodes of deleted Machines; the bench does it for the next scenario.
+	if err := r.Stack.Workload.Client.DeleteAllOf(ctx, &corev1.Node{}); err != nil {
+		return nil, fmt.Errorf("deleting the workload Nodes: %w", err)
+	}
 	return res, nil
 }
 
@@ -282,7 +285,7 @@ func (r *Runner) createCluster(ctx context.Context, ns string) (*clusterv1.Clust
 
 // createMachines creates N bootstrap Secrets, Machines and OVirtMachines with 16 workers and
 // returns each OVirtMachine's creation time.
-func (r *Runner) createMachines(ctx context.Context, cluster *clusterv1.Cluster, n int, spec infrav1.OVirtVMSpec) (map[string]time.Time, error) {
+func (r *Runner) createMachines(ctx context.Context, cluster *clusterv1.Cluster, prefix string, n int, spec infrav1.OVirtVMSpec) (map[string]time.Time, error) {
 	c := r.Stack.MgmtClient()
 	created := make(map[string]time.Time, n)
 	var mu sync.Mutex
@@ -294,7 +297,8 @@ func (r *Runner) createMachines(ctx context.Context, cluster *clusterv1.Cluster,
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				name := fmt.Sprintf("m-%04d", i)
+				// Names are unique across scenarios, as VM and Node names are in real life.
+				name := fmt.Sprintf("%s-%04d", prefix, i)
 				err := func() error {
 					if err := c.Create(ctx, harness.BootstrapSecret(cluster.Namespace, name+"-bootstrap", cluster.Name, "#cloud-config\n", "cloud-config")); err != nil {
 						return err
