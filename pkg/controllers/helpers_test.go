@@ -164,3 +164,19 @@ func TestWaitForAimsAtTheLearnedDuration(t *testing.T) {
 	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
 	g.Expect(d).To(Equal(5 * time.Second))
 }
+
+func TestCheckTrackerChecksAgainWhenSettingsChange(t *testing.T) {
+	g := NewWithT(t)
+	var ct checkTracker
+	now := time.Now()
+	ct.record("p", "fp1", now)
+	wait, fresh := ct.fresh("p", "fp1", now.Add(10*time.Second), time.Minute)
+	g.Expect(fresh).To(BeTrue())
+	g.Expect(wait).To(Equal(50 * time.Second))
+	_, fresh = ct.fresh("p", "fp2", now.Add(10*time.Second), time.Minute)
+	g.Expect(fresh).To(BeFalse(), "a rotated password is checked at once")
+	_, fresh = ct.fresh("p", "fp1", now.Add(time.Minute), time.Minute)
+	g.Expect(fresh).To(BeFalse())
+	_, fresh = ct.fresh("other", "fp1", now, time.Minute)
+	g.Expect(fresh).To(BeFalse())
+}

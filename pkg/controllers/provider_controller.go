@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,43 @@ type OVirtProviderReconciler struct {
 	WatchFilterValue string
 	// Now returns the time; tests may fix it.
 	Now func() time.Time
+
+	checks checkTracker
+}
+
+// checkTracker remembers the last successful check of each provider and the fingerprint of
+// the settings it was made with.
+type checkTracker struct {
+	mu   sync.Mutex
+	last map[string]lastCheck
+}
+
+type lastCheck struct {
+	fingerprint string
+	at          time.Time
+}
+
+func (t *checkTracker) fresh(provider, fingerprint string, now time.Time, interval time.Duration) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.last[provider]
+	if !ok || c.fingerprint != fingerprint {
+		return 0, false
+	}
+	age := now.Sub(c.at)
+	if age < 0 || age >= interval {
+		return 0, false
+	}
+	return interval - age, true
+}
+
+func (t *checkTracker) record(provider, fingerprint string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[string]lastCheck{}
+	}
+	t.last[provider] = lastCheck{fingerprint: fingerprint, at: now}
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,verbs=get;list;watch;patch;update
@@ -132,9 +170,17 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}()
 
+	cl, resolved, err := r.Connector.Connect(ctx, p)
+	if err == nil && wasReady {
+		// Reconciles also come from resyncs and unrelated updates: the Engine is asked at most
+		// once per CheckInterval for unchanged settings. A changed URL, credential or TLS
+		// setting has another fingerprint and is checked at once.
+		if wait, fresh := r.checks.fresh(p.Name, resolved.Config.Fingerprint(), r.Now(), r.CheckInterval); fresh {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
 	now := metav1.NewTime(r.Now())
 	p.Status.LastCheckTime = &now
-	cl, resolved, err := r.Connector.Connect(ctx, p)
 	if err == nil {
 		var engine ovirt.EngineInfo
 		if engine, err = cl.Ping(ctx); err == nil {
@@ -162,6 +208,7 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{RequeueAfter: r.retryInterval(problem)}, nil
 	}
 
+	r.checks.record(p.Name, resolved.Config.Fingerprint(), r.Now())
 	p.Status.Ready = true
 	p.Status.FailureReason, p.Status.FailureMessage = nil, nil
 	v1beta1conditions.MarkTrue(p, infrav1.CanConnectToOVirtCondition)
