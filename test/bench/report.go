@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,32 @@ type Report struct {
 	// Started and Elapsed time the run.
 	Started time.Time
 	Elapsed time.Duration
+}
+
+// Save writes the report as JSON, so that the documentation can be rendered again without
+// running the benchmark (bench -from).
+func (rep *Report) Save(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// LoadReport reads a report saved by Save.
+func LoadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{}
+	if err := json.Unmarshal(b, rep); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return rep, nil
 }
 
 // Target is one of the published goals with its measured value.
@@ -106,7 +133,7 @@ func (rep *Report) Markdown(chartDir string) string {
 			r.CreateCallsPerMachine(), r.Logins, r.KubeRequests, r.Delete.Round(100*time.Millisecond), r.DeleteCalls,
 			r.PeakRSS/(1<<20), r.PeakHeap/(1<<20))
 	}
-	w("\nLower bound = N × %d calls (the minimal sequence: name lookup, create, read, grow disk, read, start, read) × latency ÷ min(concurrency, 10 in flight), or N × %d ÷ 20 calls/s when the rate limit is the tighter bound, plus one machine's image copy, disk extension and boot.\n\n", MinimalCreateCalls, MinimalCreateCalls)
+	w("\nLower bound = the larger of (N × %d calls − the 40-call burst) ÷ 20 calls/s (the oVirt rate limit) and N × %d calls × latency ÷ min(concurrency, 10 in flight) + one machine's image copy, disk extension and boot. %d calls is the minimal sequence: name lookup, create, read, grow disk, read, start, read; template, cluster and vNIC-profile lookups are cached.\n\n", MinimalCreateCalls, MinimalCreateCalls, MinimalCreateCalls)
 
 	for _, r := range rep.Results {
 		if r.SteadyWindow > 0 {

@@ -43,6 +43,13 @@ func TestBenchSmoke(t *testing.T) {
 	b, _ := os.ReadFile(doc)
 	g.Expect(string(b)).To(ContainSubstring("hand-written text"))
 	g.Expect(string(b)).To(ContainSubstring("economy-10"))
+
+	// The saved results render the same report.
+	saved := filepath.Join(dir, "results.json")
+	g.Expect(rep.Save(saved)).To(Succeed())
+	back, err := LoadReport(saved)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(back.Markdown(".")).To(Equal(rep.Markdown(".")))
 }
 
 type testWriter struct{ t *testing.T }

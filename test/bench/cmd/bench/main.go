@@ -21,17 +21,29 @@ func main() {
 	charts := flag.String("charts", "docs/bench", "Directory for the PNG charts, relative to the repository.")
 	workDir := flag.String("work-dir", "", "Work directory (default: a temporary one).")
 	webhookRequests := flag.Int("webhook-requests", 2500, "Requests per client of the admission load test (0 skips it).")
+	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *set, *doc, *charts, *workDir, *webhookRequests); err != nil {
+	if err := run(ctx, *set, *doc, *charts, *workDir, *webhookRequests, *from); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, set, doc, charts, workDir string, webhookRequests int) error {
+func run(ctx context.Context, set, doc, charts, workDir string, webhookRequests int, from string) error {
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if from != "" {
+		rep, err := bench.LoadReport(from)
+		if err != nil {
+			return err
+		}
+		return write(rep, root, doc, charts)
+	}
 	scenarios := bench.FullSet()
 	if set == "smoke" {
 		scenarios = bench.SmokeSet()
@@ -54,10 +66,13 @@ func run(ctx context.Context, set, doc, charts, workDir string, webhookRequests 
 	if doc == "" {
 		return nil
 	}
-	root, err := envtest.RepoRoot()
-	if err != nil {
+	if err := rep.Save(filepath.Join(root, charts, "results.json")); err != nil {
 		return err
 	}
+	return write(rep, root, doc, charts)
+}
+
+func write(rep *bench.Report, root, doc, charts string) error {
 	if err := rep.WriteCharts(filepath.Join(root, charts)); err != nil {
 		return err
 	}
