@@ -53,6 +53,9 @@ type Options struct {
 	Out     io.Writer
 	// WebhookRequests is the per-client request count of the admission load test (0 skips it).
 	WebhookRequests int
+	// WebhookClients is the number of concurrent clients of the admission load test (default 4:
+	// twice the cores of the reference machine, which also runs the load generator).
+	WebhookClients int
 }
 
 // RunAll starts the stack (without Cluster API's controllers: the bench creates Machines
@@ -83,14 +86,17 @@ func RunAll(ctx context.Context, scenarios []Scenario, opts Options) (*Report, e
 		rep.Results = append(rep.Results, res)
 	}
 	if opts.WebhookRequests > 0 {
-		fmt.Fprintf(opts.Out, "== admission load test: 8 clients x %d requests\n", opts.WebhookRequests)
-		lr, err := webhook.LoadTest(ctx, "https://"+stack.WebhookAddr, stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData, 8, opts.WebhookRequests)
+		if opts.WebhookClients <= 0 {
+			opts.WebhookClients = 4
+		}
+		fmt.Fprintf(opts.Out, "== admission load test: %d clients x %d requests\n", opts.WebhookClients, opts.WebhookRequests)
+		lr, err := webhook.LoadTest(ctx, "https://"+stack.WebhookAddr, stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData, opts.WebhookClients, opts.WebhookRequests)
 		if err != nil {
 			return nil, fmt.Errorf("admission load test: %w", err)
 		}
 		fmt.Fprintf(opts.Out, "   %s\n", lr)
 		rep.WebhookP50, rep.WebhookP99, rep.WebhookThroughput = lr.P50, lr.P99, lr.Throughput
-		rep.WebhookRequests, rep.WebhookErrors = lr.Requests, lr.Errors
+		rep.WebhookRequests, rep.WebhookErrors, rep.WebhookClients = lr.Requests, lr.Errors, opts.WebhookClients
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	return rep, nil

@@ -20,7 +20,7 @@ func main() {
 	doc := flag.String("doc", "docs/benchmarks.md", "Markdown file whose generated section is rewritten (empty: do not write).")
 	charts := flag.String("charts", "docs/bench", "Directory for the PNG charts, relative to the repository.")
 	workDir := flag.String("work-dir", "", "Work directory (default: a temporary one).")
-	webhookRequests := flag.Int("webhook-requests", 2500, "Requests per client of the admission load test (0 skips it).")
+	webhookRequests := flag.Int("webhook-requests", 5000, "Requests per client of the admission load test (0 skips it).")
 	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running.")
 	flag.Parse()
 
