@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"sort"
 	"image"
 	"image/color"
 	"image/draw"
@@ -84,10 +85,18 @@ func histogram(title string, ds []time.Duration, buckets int, marks map[string]t
 		h := c * plotH / maxC
 		rect(img, left+i*bw+1, top+plotH-h, left+(i+1)*bw-1, top+plotH, blue)
 	}
-	for name, d := range marks {
+	names := make([]string, 0, len(marks))
+	for name := range marks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		d := marks[name]
 		x := left + int(float64(d)/float64(maxD)*float64(plotW))
 		rect(img, x, top, x+1, top+plotH, grey)
-		text(img, x+3, top+12, fmt.Sprintf("%s %s", name, d.Round(100*time.Millisecond)))
+		// Labels to the left of their line, one row each, so that close marks stay readable.
+		label := fmt.Sprintf("%s %s", name, d.Round(100*time.Millisecond))
+		text(img, max(left, x-7*len(label)-4), top+14+16*i, label)
 	}
 	text(img, left, height-20, "0")
 	text(img, left+plotW-60, height-20, maxD.Round(100*time.Millisecond).String())
