@@ -2,12 +2,12 @@ package bench
 
 import (
 	"fmt"
-	"sort"
 	"image"
 	"image/color"
 	"image/draw"
 	"image/png"
 	"os"
+	"sort"
 	"time"
 
 	"golang.org/x/image/font"
