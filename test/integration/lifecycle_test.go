@@ -179,7 +179,7 @@ func TestTemplateCapacityForAutoscalingFromZero(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	tpl := &infrav1.OVirtMachineTemplate{
 		ObjectMeta: metaNS(tc.ns, "workers"),
-		Spec: infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: vmSpec()}},
+		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: vmSpec()}},
 	}
 	tpl.Labels = filterLabels(mainFilter)
 	tpl.Spec.Template.Spec.CPU = &infrav1.CPU{Sockets: 2, Cores: 4, Threads: 1}

@@ -124,8 +124,8 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		SecretClient:     secretClient,
 		WatchFilterValue: opts.WatchFilter,
 		// The workload cluster's Nodes (the only kind read there) without managedFields.
-		Cache: clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields()},
-		Client:           clustercache.ClientOptions{UserAgent: UserAgent, QPS: opts.KubeAPIQPS, Burst: opts.KubeAPIBurst},
+		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields()},
+		Client: clustercache.ClientOptions{UserAgent: UserAgent, QPS: opts.KubeAPIQPS, Burst: opts.KubeAPIBurst},
 	}, controller.Options{MaxConcurrentReconciles: 10})
 	if err != nil {
 		return fmt.Errorf("setting up the ClusterCache: %w", err)
