@@ -18,6 +18,8 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TEST_TIMEOUT ?= 45m
 TEST_FLAGS ?= -race
 FUZZTIME ?= 3s
+# Extra flags of the bench command, e.g. BENCH_ARGS='-run=n100-c10$$' for one scenario.
+BENCH_ARGS ?=
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 
 LDFLAGS := -s -w
@@ -86,7 +88,7 @@ integration: envtest ## Run the manager integration tests only (manager binary +
 
 .PHONY: bench
 bench: envtest ## Run the provisioning benchmark (100-1,000 machines, ~30 min); rewrites docs/benchmarks.md and docs/bench/*.png.
-	go run ./test/bench/cmd/bench -set=full
+	go run ./test/bench/cmd/bench -set=full $(BENCH_ARGS)
 
 .PHONY: bench-smoke
 bench-smoke: envtest ## Run the seconds-long benchmark (also part of make test) and check its economy targets.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	infrav1 "github.com/capov/capov/apis/v1beta1"
 	"github.com/capov/capov/pkg/featuregates"
@@ -179,4 +180,24 @@ func TestCheckTrackerChecksAgainWhenSettingsChange(t *testing.T) {
 	g.Expect(fresh).To(BeFalse())
 	_, fresh = ct.fresh("other", "fp1", now, time.Minute)
 	g.Expect(fresh).To(BeFalse())
+}
+
+func TestOnlyANodeRegisteringWakesItsMachine(t *testing.T) {
+	g := NewWithT(t)
+	registered := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	registered.Status.NodeInfo.SystemUUID = "ABCD-1234"
+	p := nodeRegistered()
+	g.Expect(p.Create(event.CreateEvent{Object: registered})).To(BeTrue(), "a Node registering")
+
+	early := registered.DeepCopy()
+	early.Status.NodeInfo.SystemUUID = ""
+	g.Expect(p.Update(event.UpdateEvent{ObjectOld: early, ObjectNew: registered})).To(BeTrue(), "the system UUID appearing")
+
+	withID := registered.DeepCopy()
+	withID.Spec.ProviderID = "ovirt://abcd-1234"
+	g.Expect(p.Update(event.UpdateEvent{ObjectOld: registered, ObjectNew: withID})).To(BeFalse(), "the providerID the controller set itself")
+	heartbeat := withID.DeepCopy()
+	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	g.Expect(p.Update(event.UpdateEvent{ObjectOld: withID, ObjectNew: heartbeat})).To(BeFalse(), "a status heartbeat")
+	g.Expect(p.Delete(event.DeleteEvent{Object: registered})).To(BeFalse())
 }

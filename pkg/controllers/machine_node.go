@@ -13,7 +13,9 @@ import (
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/capov/capov/apis/v1beta1"
 )
@@ -43,6 +45,7 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 		if err := r.ClusterCache.Watch(ctx, util.ObjectKey(s.cluster), clustercache.NewWatcher(clustercache.WatcherOptions{
 			Name: "ovirtmachine-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
 			EventHandler: handler.EnqueueRequestsFromMapFunc(r.nodeToMachines),
+			Predicates:   []predicate.Predicate{nodeRegistered()},
 		})); err != nil && !errors.Is(err, clustercache.ErrClusterNotConnected) {
 			return stop(ctrl.Result{}, fmt.Errorf("watching Nodes of workload cluster %s: %w", s.cluster.Name, err))
 		}
@@ -99,4 +102,22 @@ func findNode(nodes []corev1.Node, vmID, vmName, providerID string) *corev1.Node
 		}
 	}
 	return byName
+}
+
+// nodeRegistered passes the Node events that can let a waiting machine go on: a Node created,
+// or one whose status.nodeInfo.systemUUID appeared or changed. Heartbeat status updates and the
+// providerID this controller sets itself are dropped: the machine gains nothing from them, and
+// a reconcile right after its own Node patch would run against a cache without its last status
+// patch yet.
+func nodeRegistered() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			return !ok1 || !ok2 || o.Status.NodeInfo.SystemUUID != n.Status.NodeInfo.SystemUUID
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

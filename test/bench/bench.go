@@ -10,8 +10,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,6 +205,7 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 		sc.Machines, res.AllReady.Round(time.Millisecond), res.LowerBound.Round(time.Millisecond),
 		res.AllReady.Seconds()/res.LowerBound.Seconds(), res.Percentile(50).Round(time.Millisecond),
 		res.Percentile(95).Round(time.Millisecond), res.CreateCallsPerMachine(), res.Logins)
+	r.say("   oVirt calls per machine by endpoint: %s", formatCalls(res.CreateCalls))
 
 	// Steady state: nothing changes; count what the manager still asks oVirt.
 	if sc.Steady > 0 {
@@ -424,4 +427,20 @@ func readVMHWM(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// formatCalls lists calls per machine by endpoint, most frequent first.
+func formatCalls(calls map[string]float64) string {
+	keys := slices.Collect(maps.Keys(calls))
+	sort.Slice(keys, func(i, j int) bool {
+		if calls[keys[i]] != calls[keys[j]] {
+			return calls[keys[i]] > calls[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, calls[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -9,12 +11,22 @@ import (
 // profile) for a while: the engine's inventory rarely changes, and without it
 // every reconcile of every machine would repeat the same four searches. Only
 // successes are cached, so a missing object shows up as soon as it exists.
+// Concurrent misses of one key share one load: when a scale-up starts, ten
+// reconciles asking for the same template cost the engine one search, not ten.
 type lookupCache struct {
 	ttl time.Duration // <0: disabled
 	now func() time.Time
 
 	mu      sync.Mutex
 	entries map[string]cacheEntry
+	loading map[string]*lookupFlight
+}
+
+// lookupFlight is a load in progress; done closes when value and err are set.
+type lookupFlight struct {
+	done  chan struct{}
+	value any
+	err   error
 }
 
 type cacheEntry struct {
@@ -23,7 +35,7 @@ type cacheEntry struct {
 }
 
 func newLookupCache(ttl time.Duration, now func() time.Time) *lookupCache {
-	return &lookupCache{ttl: ttl, now: now, entries: map[string]cacheEntry{}}
+	return &lookupCache{ttl: ttl, now: now, entries: map[string]cacheEntry{}, loading: map[string]*lookupFlight{}}
 }
 
 func (c *lookupCache) get(key string) (any, bool) {
@@ -60,16 +72,62 @@ func (c *lookupCache) clear() {
 	clear(c.entries)
 }
 
+// join returns the load in progress for key, or starts one that the caller
+// (leader) must finish with land.
+func (c *lookupCache) join(key string) (f *lookupFlight, leader bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.loading[key]; ok {
+		return f, false
+	}
+	f = &lookupFlight{done: make(chan struct{})}
+	c.loading[key] = f
+	return f, true
+}
+
+func (c *lookupCache) land(key string, f *lookupFlight, v any, err error) {
+	c.mu.Lock()
+	delete(c.loading, key)
+	c.mu.Unlock()
+	f.value, f.err = v, err
+	close(f.done)
+}
+
 // cachedLookup returns a copy of the cached value for key, or loads, caches
-// and returns a copy of it. Copies keep callers from mutating the cache.
-func cachedLookup[T any](c *lookupCache, key string, clone func(*T) *T, load func() (*T, error)) (*T, error) {
-	if v, ok := c.get(key); ok {
-		return clone(v.(*T)), nil
+// and returns a copy of it. Copies keep callers from mutating the cache. A
+// caller that finds a load of the same key in progress waits for its result
+// (until ctx ends); if that load ended with its own context, it loads again.
+func cachedLookup[T any](ctx context.Context, c *lookupCache, key string, clone func(*T) *T, load func() (*T, error)) (*T, error) {
+	if c.ttl < 0 {
+		return load()
 	}
-	v, err := load()
-	if err != nil {
-		return nil, err
+	for {
+		if v, ok := c.get(key); ok {
+			return clone(v.(*T)), nil
+		}
+		f, leader := c.join(key)
+		if leader {
+			v, err := load()
+			var shared *T
+			if err == nil {
+				shared = clone(v)
+				c.put(key, shared)
+			}
+			c.land(key, f, shared, err)
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.done:
+		}
+		switch {
+		case f.err == nil:
+			return clone(f.value.(*T)), nil
+		case errors.Is(f.err, context.Canceled), errors.Is(f.err, context.DeadlineExceeded):
+			// The leader gave up for its own reasons: try again.
+		default:
+			return nil, f.err
+		}
 	}
-	c.put(key, clone(v))
-	return v, nil
 }

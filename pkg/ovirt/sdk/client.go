@@ -76,7 +76,7 @@ func (c *client) FindCluster(ctx context.Context, name string) (*ovirt.Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	return cachedLookup(c.s.cache, "cluster\x00"+name, cloneCluster, func() (*ovirt.Cluster, error) {
+	return cachedLookup(ctx, c.s.cache, "cluster\x00"+name, cloneCluster, func() (*ovirt.Cluster, error) {
 		cl, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.Cluster, error) {
 			resp, err := conn.SystemService().ClustersService().List().
 				Search("name=" + q).CaseSensitive(true).Follow(clusterFollow).Send()
@@ -135,7 +135,7 @@ func (c *client) FindTemplate(ctx context.Context, name, clusterName string) (*o
 		}
 		search += " and cluster=" + cq
 	}
-	return cachedLookup(c.s.cache, "template\x00"+name+"\x00"+clusterName, cloneTemplate, func() (*ovirt.Template, error) {
+	return cachedLookup(ctx, c.s.cache, "template\x00"+name+"\x00"+clusterName, cloneTemplate, func() (*ovirt.Template, error) {
 		type found struct {
 			tpl    *ovirt.Template
 			locked bool
@@ -214,7 +214,7 @@ func (c *client) FindStorageDomain(ctx context.Context, name string) (*ovirt.Sto
 	if err != nil {
 		return nil, err
 	}
-	return cachedLookup(c.s.cache, "storagedomain\x00"+name, cloneStorageDomain, func() (*ovirt.StorageDomain, error) {
+	return cachedLookup(ctx, c.s.cache, "storagedomain\x00"+name, cloneStorageDomain, func() (*ovirt.StorageDomain, error) {
 		sd, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.StorageDomain, error) {
 			resp, err := conn.SystemService().StorageDomainsService().List().
 				Search("name=" + q).CaseSensitive(true).Send()
@@ -251,7 +251,7 @@ func (c *client) FindVnicProfile(ctx context.Context, cluster *ovirt.Cluster, na
 	if name == "" {
 		return nil, invalid(op, "vNIC profile name is empty")
 	}
-	return cachedLookup(c.s.cache, "vnicprofile\x00"+cluster.ID+"\x00"+name, cloneVnicProfile, func() (*ovirt.VnicProfile, error) {
+	return cachedLookup(ctx, c.s.cache, "vnicprofile\x00"+cluster.ID+"\x00"+name, cloneVnicProfile, func() (*ovirt.VnicProfile, error) {
 		profiles, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]*ovirt.VnicProfile, error) {
 			resp, err := conn.SystemService().VnicProfilesService().List().Send()
 			if err != nil {

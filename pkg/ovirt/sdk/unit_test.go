@@ -188,6 +188,7 @@ func TestBreaker(t *testing.T) {
 
 func TestLookupCacheUnit(t *testing.T) {
 	g := NewWithT(t)
+	ctx := context.Background()
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -198,10 +199,10 @@ func TestLookupCacheUnit(t *testing.T) {
 		return &ovirt.Cluster{ID: "c1", NetworkIDs: []string{"n1"}}, nil
 	}
 
-	first, err := cachedLookup(c, "k", cloneCluster, load)
+	first, err := cachedLookup(ctx, c, "k", cloneCluster, load)
 	g.Expect(err).NotTo(HaveOccurred())
 	first.NetworkIDs[0] = "mutated by the caller"
-	second, err := cachedLookup(c, "k", cloneCluster, load)
+	second, err := cachedLookup(ctx, c, "k", cloneCluster, load)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(loads).To(Equal(1), "the second lookup is a hit")
 	g.Expect(second.NetworkIDs).To(Equal([]string{"n1"}), "callers cannot mutate the cache")
@@ -209,25 +210,114 @@ func TestLookupCacheUnit(t *testing.T) {
 	mu.Lock()
 	now = now.Add(time.Minute)
 	mu.Unlock()
-	_, _ = cachedLookup(c, "k", cloneCluster, load)
+	_, _ = cachedLookup(ctx, c, "k", cloneCluster, load)
 	g.Expect(loads).To(Equal(2), "expired entries are reloaded")
 
 	c.clear()
-	_, _ = cachedLookup(c, "k", cloneCluster, load)
+	_, _ = cachedLookup(ctx, c, "k", cloneCluster, load)
 	g.Expect(loads).To(Equal(3), "cleared entries are reloaded")
 
-	_, err = cachedLookup(c, "missing", cloneCluster, func() (*ovirt.Cluster, error) {
+	_, err = cachedLookup(ctx, c, "missing", cloneCluster, func() (*ovirt.Cluster, error) {
 		loads++
 		return nil, notFound("FindCluster", "none")
 	})
 	g.Expect(err).To(MatchError(ovirt.ErrNotFound))
-	_, _ = cachedLookup(c, "missing", cloneCluster, func() (*ovirt.Cluster, error) { loads++; return &ovirt.Cluster{}, nil })
+	_, _ = cachedLookup(ctx, c, "missing", cloneCluster, func() (*ovirt.Cluster, error) { loads++; return &ovirt.Cluster{}, nil })
 	g.Expect(loads).To(Equal(5), "not-found results are not cached")
 
 	off := newLookupCache(-1, clock)
-	_, _ = cachedLookup(off, "k", cloneCluster, load)
-	_, _ = cachedLookup(off, "k", cloneCluster, load)
+	_, _ = cachedLookup(ctx, off, "k", cloneCluster, load)
+	_, _ = cachedLookup(ctx, off, "k", cloneCluster, load)
 	g.Expect(loads).To(Equal(7), "a negative TTL disables the cache")
+}
+
+func TestConcurrentMissesOfOneKeyShareOneLoad(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := newLookupCache(time.Minute, time.Now)
+	var mu sync.Mutex
+	loads := 0
+	release := make(chan struct{})
+	slow := func() (*ovirt.Cluster, error) {
+		mu.Lock()
+		loads++
+		mu.Unlock()
+		<-release
+		return &ovirt.Cluster{ID: "c1", NetworkIDs: []string{"n1"}}, nil
+	}
+	results := make(chan *ovirt.Cluster, 10)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			cl, err := cachedLookup(ctx, c, "k", cloneCluster, slow)
+			if err == nil {
+				results <- cl
+			}
+		})
+	}
+	// Every caller is either loading or waiting before the load finishes.
+	g.Eventually(func() int { mu.Lock(); defer mu.Unlock(); return loads }).Should(Equal(1))
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(results)
+	var got []*ovirt.Cluster
+	for cl := range results {
+		got = append(got, cl)
+	}
+	g.Expect(got).To(HaveLen(10))
+	g.Expect(loads).To(Equal(1), "one engine search for ten concurrent lookups")
+	got[0].NetworkIDs[0] = "mutated"
+	g.Expect(got[1].NetworkIDs).To(Equal([]string{"n1"}), "each caller has its own copy")
+
+	// A failed load is shared with the callers that waited for it, and not cached.
+	release = make(chan struct{})
+	failing := func() (*ovirt.Cluster, error) {
+		<-release
+		return nil, notFound("FindCluster", "none")
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		wg.Go(func() {
+			_, err := cachedLookup(ctx, c, "missing", cloneCluster, failing)
+			errs <- err
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		g.Expect(err).To(MatchError(ovirt.ErrNotFound))
+	}
+	_, ok := c.get("missing")
+	g.Expect(ok).To(BeFalse())
+
+	// A waiter whose own context ends stops waiting; a leader that gave up for its own
+	// context's sake does not fail the others: they load again.
+	release = make(chan struct{})
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := cachedLookup(ctx, c, "k2", cloneCluster, func() (*ovirt.Cluster, error) {
+			<-release
+			return nil, context.Canceled
+		})
+		leaderDone <- err
+	}()
+	g.Eventually(func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.loading["k2"] != nil }).Should(BeTrue())
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := cachedLookup(short, c, "k2", cloneCluster, slow)
+	g.Expect(err).To(MatchError(context.Canceled))
+	waiter := make(chan *ovirt.Cluster, 1)
+	go func() {
+		cl, _ := cachedLookup(ctx, c, "k2", cloneCluster, func() (*ovirt.Cluster, error) { return &ovirt.Cluster{ID: "c2"}, nil })
+		waiter <- cl
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	g.Expect(<-leaderDone).To(MatchError(context.Canceled))
+	g.Eventually(waiter).Should(Receive(HaveField("ID", "c2")))
 }
 
 func TestValidate(t *testing.T) {

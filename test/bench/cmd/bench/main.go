@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"syscall"
 
 	"github.com/capov/capov/test/bench"
@@ -22,17 +24,21 @@ func main() {
 	workDir := flag.String("work-dir", "", "Work directory (default: a temporary one).")
 	webhookRequests := flag.Int("webhook-requests", 5000, "Requests per client of the admission load test (0 skips it).")
 	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running.")
+	only := flag.String("run", "", "Run only the scenarios whose name matches this regular expression (e.g. n100-c10$); the results are printed, docs are not rewritten.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *set, *doc, *charts, *workDir, *webhookRequests, *from); err != nil {
+	if *only != "" {
+		*doc = ""
+	}
+	if err := run(ctx, *set, *only, *doc, *charts, *workDir, *webhookRequests, *from); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, set, doc, charts, workDir string, webhookRequests int, from string) error {
+func run(ctx context.Context, set, only, doc, charts, workDir string, webhookRequests int, from string) error {
 	root, err := envtest.RepoRoot()
 	if err != nil {
 		return err
@@ -47,6 +53,16 @@ func run(ctx context.Context, set, doc, charts, workDir string, webhookRequests 
 	scenarios := bench.FullSet()
 	if set == "smoke" {
 		scenarios = bench.SmokeSet()
+	}
+	if only != "" {
+		re, err := regexp.Compile(only)
+		if err != nil {
+			return fmt.Errorf("-run: %w", err)
+		}
+		scenarios = slices.DeleteFunc(scenarios, func(s bench.Scenario) bool { return !re.MatchString(s.Name) })
+		if len(scenarios) == 0 {
+			return fmt.Errorf("-run %q matches no scenario of the %s set", only, set)
+		}
 	}
 	if workDir == "" {
 		d, err := os.MkdirTemp("", "capov-bench-")
