@@ -107,14 +107,7 @@ func cachedLookup[T any](ctx context.Context, c *lookupCache, key string, clone 
 		}
 		f, leader := c.join(key)
 		if leader {
-			v, err := load()
-			var shared *T
-			if err == nil {
-				shared = clone(v)
-				c.put(key, shared)
-			}
-			c.land(key, f, shared, err)
-			return v, err
+			return leadLookup(c, key, f, clone, load)
 		}
 		select {
 		case <-ctx.Done():
@@ -130,4 +123,18 @@ func cachedLookup[T any](ctx context.Context, c *lookupCache, key string, clone 
 			return nil, f.err
 		}
 	}
+}
+
+// leadLookup runs the load of a flight and always lands it, so that waiters are
+// never left behind, not even by a panic.
+func leadLookup[T any](c *lookupCache, key string, f *lookupFlight, clone func(*T) *T, load func() (*T, error)) (v *T, err error) {
+	var shared *T
+	err = errors.New("lookup did not finish")
+	defer func() { c.land(key, f, shared, err) }()
+	v, err = load()
+	if err == nil {
+		shared = clone(v)
+		c.put(key, shared)
+	}
+	return v, err
 }

@@ -318,6 +318,22 @@ func TestConcurrentMissesOfOneKeyShareOneLoad(t *testing.T) {
 	close(release)
 	g.Expect(<-leaderDone).To(MatchError(context.Canceled))
 	g.Eventually(waiter).Should(Receive(HaveField("ID", "c2")))
+
+	// A load that panics still releases the callers waiting for it.
+	release = make(chan struct{})
+	go func() {
+		defer func() { _ = recover() }()
+		_, _ = cachedLookup(ctx, c, "k3", cloneCluster, func() (*ovirt.Cluster, error) { <-release; panic("boom") })
+	}()
+	g.Eventually(func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.loading["k3"] != nil }).Should(BeTrue())
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := cachedLookup(ctx, c, "k3", cloneCluster, slow)
+		waitErr <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	g.Eventually(waitErr).Should(Receive(MatchError(ContainSubstring("lookup did not finish"))))
 }
 
 func TestValidate(t *testing.T) {
