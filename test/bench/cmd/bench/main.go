@@ -29,7 +29,8 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *only != "" {
+	if *only != "" && *from == "" {
+		// A partial run must not replace the full report.
 		*doc = ""
 	}
 	if err := run(ctx, *set, *only, *doc, *charts, *workDir, *webhookRequests, *from); err != nil {
