@@ -197,11 +197,6 @@ func TestChartWebhooksMatchTheGeneratedConfigurations(t *testing.T) {
 	r := mustRender(t, nil)
 	objs := readObjects(t, "config/webhook/manifests.yaml")
 
-	normalize := func(cfg *admissionregistrationv1.WebhookClientConfig) {
-		// The Service is named differently (the chart's fixed names, kustomize's prefix).
-		g.Expect(cfg.Service).NotTo(BeNil())
-		cfg.Service.Name, cfg.Service.Namespace = "", ""
-	}
 	var checked int
 	for _, o := range objs {
 		switch o.GetKind() {
@@ -209,29 +204,17 @@ func TestChartWebhooksMatchTheGeneratedConfigurations(t *testing.T) {
 			want := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			decodeStrict(t, o, want)
 			got := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, o.GetKind(), "capov-"+o.GetName())
-			for i := range want.Webhooks {
-				normalize(&want.Webhooks[i].ClientConfig)
-			}
-			for i := range got.Webhooks {
-				normalize(&got.Webhooks[i].ClientConfig)
-			}
-			sort.Slice(want.Webhooks, func(i, j int) bool { return want.Webhooks[i].Name < want.Webhooks[j].Name })
-			sort.Slice(got.Webhooks, func(i, j int) bool { return got.Webhooks[i].Name < got.Webhooks[j].Name })
-			g.Expect(got.Webhooks).To(Equal(want.Webhooks), "charts/capov drifted from config/webhook/manifests.yaml (make generate)")
+			expectSameWebhooks(g, want.Webhooks, got.Webhooks, func(w *admissionregistrationv1.MutatingWebhook) (string, *admissionregistrationv1.WebhookClientConfig) {
+				return w.Name, &w.ClientConfig
+			})
 			checked++
 		case "ValidatingWebhookConfiguration":
 			want := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			decodeStrict(t, o, want)
 			got := get[admissionregistrationv1.ValidatingWebhookConfiguration](t, r, o.GetKind(), "capov-"+o.GetName())
-			for i := range want.Webhooks {
-				normalize(&want.Webhooks[i].ClientConfig)
-			}
-			for i := range got.Webhooks {
-				normalize(&got.Webhooks[i].ClientConfig)
-			}
-			sort.Slice(want.Webhooks, func(i, j int) bool { return want.Webhooks[i].Name < want.Webhooks[j].Name })
-			sort.Slice(got.Webhooks, func(i, j int) bool { return got.Webhooks[i].Name < got.Webhooks[j].Name })
-			g.Expect(got.Webhooks).To(Equal(want.Webhooks), "charts/capov drifted from config/webhook/manifests.yaml (make generate)")
+			expectSameWebhooks(g, want.Webhooks, got.Webhooks, func(w *admissionregistrationv1.ValidatingWebhook) (string, *admissionregistrationv1.WebhookClientConfig) {
+				return w.Name, &w.ClientConfig
+			})
 			checked++
 		}
 	}
@@ -423,4 +406,24 @@ func variables(s string) map[string]bool {
 		out[m[1]] = out[m[1]] || strings.Contains(m[0], ":")
 	}
 	return out
+}
+
+// expectSameWebhooks compares the webhooks of a generated configuration with the chart's, in
+// name order and apart from the Service they call (the chart's fixed names, kustomize's prefix).
+func expectSameWebhooks[W any](g Gomega, want, got []W, parts func(*W) (string, *admissionregistrationv1.WebhookClientConfig)) {
+	prepare := func(ws []W) {
+		for i := range ws {
+			_, cfg := parts(&ws[i])
+			g.Expect(cfg.Service).NotTo(BeNil())
+			cfg.Service.Name, cfg.Service.Namespace = "", ""
+		}
+		sort.Slice(ws, func(i, j int) bool {
+			a, _ := parts(&ws[i])
+			b, _ := parts(&ws[j])
+			return a < b
+		})
+	}
+	prepare(want)
+	prepare(got)
+	g.Expect(got).To(Equal(want), "charts/capov drifted from config/webhook/manifests.yaml (make generate)")
 }
