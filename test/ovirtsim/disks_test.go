@@ -68,7 +68,7 @@ func TestDiskAttachmentGrowShrinkAndAlias(t *testing.T) {
 func TestResizedDisksAreLockedForDiskLock(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 300 * time.Millisecond}) })
+	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 2 * time.Second}) })
 	conn := connect(t, sim)
 	id := createVM(t, conn, "locky", false)
 	did := firstDiskID(t, conn, id)

@@ -83,7 +83,7 @@ func TestOutOfBandDeleteAndTemplates(t *testing.T) {
 func TestJobsByCorrelationID(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{ImageLock: 300 * time.Millisecond}) })
+	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{ImageLock: 2 * time.Second}) })
 	conn := connect(t, sim)
 	vm := vmBuilder("jobbed", "rhcos-4.14", "Default").MustBuild()
 	r, err := conn.SystemService().VmsService().Add().Vm(vm).Query("correlation_id", "create-jobbed").Send()

@@ -35,7 +35,9 @@ func TestPowerStateMachineWithTimings(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	sim := startSim(t, func(b *ovirtsim.Builder) {
-		b.WithTimings(ovirtsim.Timings{WaitForLaunch: 300 * time.Millisecond, PoweringUp: 300 * time.Millisecond, PoweringDown: 300 * time.Millisecond})
+		// Each state lasts a second so that polling sees every one of them even on a loaded
+		// CI machine, where one TLS round trip can take several hundred milliseconds.
+		b.WithTimings(ovirtsim.Timings{WaitForLaunch: time.Second, PoweringUp: time.Second, PoweringDown: time.Second})
 	})
 	conn := connect(t, sim)
 	id := createVM(t, conn, "power", false)
@@ -45,7 +47,7 @@ func TestPowerStateMachineWithTimings(t *testing.T) {
 	_, err := vms.Start().Send()
 	g.Expect(err).NotTo(HaveOccurred())
 	seen := statusesUntil(t, conn, id, ovirtsdk.VMSTATUS_UP)
-	g.Expect(time.Since(start)).To(BeNumerically(">=", 600*time.Millisecond))
+	g.Expect(time.Since(start)).To(BeNumerically(">=", 2*time.Second))
 	g.Expect(seen).To(Equal([]ovirtsdk.VmStatus{ovirtsdk.VMSTATUS_WAIT_FOR_LAUNCH, ovirtsdk.VMSTATUS_POWERING_UP, ovirtsdk.VMSTATUS_UP}))
 
 	_, err = vms.Start().Send()
@@ -102,7 +104,7 @@ func TestReportedDevicesAndGuestAgent(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	sim := startSim(t, func(b *ovirtsim.Builder) {
-		b.WithTimings(ovirtsim.Timings{GuestAgentDelay: 300 * time.Millisecond})
+		b.WithTimings(ovirtsim.Timings{GuestAgentDelay: 2 * time.Second})
 	})
 	conn := connect(t, sim)
 	id := createVM(t, conn, "ips", false)

@@ -243,7 +243,7 @@ func TestImageLockThenDown(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	sim := startSim(t, func(b *ovirtsim.Builder) {
-		b.WithTimings(ovirtsim.Timings{ImageLock: 300 * time.Millisecond, CloneFactor: 2})
+		b.WithTimings(ovirtsim.Timings{ImageLock: time.Second, CloneFactor: 2})
 	})
 	conn := connect(t, sim)
 	thin := createVM(t, conn, "thin", false)
@@ -255,12 +255,12 @@ func TestImageLockThenDown(t *testing.T) {
 
 	g.Eventually(func() ovirtsdk.VmStatus { return vmStatus(t, conn, thin) }).WithTimeout(5 * time.Second).
 		WithPolling(20 * time.Millisecond).Should(Equal(ovirtsdk.VMSTATUS_DOWN))
-	if time.Since(start) < 550*time.Millisecond {
+	if time.Since(start) < 1900*time.Millisecond {
 		g.Expect(vmStatus(t, conn, cloned)).To(Equal(ovirtsdk.VMSTATUS_IMAGE_LOCKED), "clone takes CloneFactor x ImageLock")
 	}
 	g.Eventually(func() ovirtsdk.VmStatus { return vmStatus(t, conn, cloned) }).WithTimeout(5 * time.Second).
 		WithPolling(20 * time.Millisecond).Should(Equal(ovirtsdk.VMSTATUS_DOWN))
-	g.Expect(time.Since(start)).To(BeNumerically(">=", 600*time.Millisecond))
+	g.Expect(time.Since(start)).To(BeNumerically(">=", 2*time.Second))
 	v = getVM(t, conn, cloned, "disk_attachments.disk")
 	g.Expect(v.MustDiskAttachments().Slice()[0].MustDisk().MustStatus()).To(Equal(ovirtsdk.DISKSTATUS_OK))
 }
