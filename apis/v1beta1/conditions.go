@@ -76,9 +76,13 @@ const (
 	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
 	// WaitingForBootstrapDataReason: the bootstrap provider has not produced the data Secret yet.
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
-	// BootstrapDataInvalidReason: the bootstrap data Secret is unusable (missing key, or an
-	// ignition payload for a template whose OS type is not rhcos_x64).
+	// BootstrapDataInvalidReason: the bootstrap data Secret is unusable (missing key, unknown
+	// format, or an ignition payload that is not a JSON Ignition config).
 	BootstrapDataInvalidReason = "BootstrapDataInvalid"
+	// BootstrapFormatMismatchReason: the bootstrap data format does not fit the template's OS
+	// type: oVirt treats the custom script of an rhcos_x64 VM as an Ignition config and refuses
+	// to start it otherwise, and gives every other OS type cloud-init. No VM is created.
+	BootstrapFormatMismatchReason = "BootstrapFormatMismatch"
 	// TemplateNotFoundReason: spec.template does not exist in oVirt.
 	TemplateNotFoundReason = "TemplateNotFound"
 	// OVirtClusterNotFoundReason: spec.ovirtcluster does not exist in oVirt.
@@ -128,6 +132,11 @@ const (
 	VMPowerOnFailedReason = "VMPowerOnFailed"
 	// VMNotRunningReason: the VM was up and is not any more.
 	VMNotRunningReason = "VMNotRunning"
+	// NoGuestAddressesReason goes with MachineOn True: the VM is up but its guest agent reports
+	// no address on the VM's NICs (no qemu-guest-agent in the image, or not started yet). The
+	// machine still becomes Ready once its Node registers; its addresses are then the Node's
+	// (status.addresses), as the message says.
+	NoGuestAddressesReason = "NoGuestAddresses"
 )
 
 // Reasons of K8sProviderIDSetup.

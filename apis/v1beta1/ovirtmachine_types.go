@@ -174,6 +174,13 @@ type OVirtMachineStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	VMID string `json:"vmID,omitempty"`
 
+	// vmName is the name of the VM in oVirt: the OVirtMachine's name or, when that is longer
+	// than the 64 characters the Engine accepts, a prefix of it, a dash and 8 hex digits of a
+	// hash of namespace/name (63 characters, also the guest host name).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	VMName string `json:"vmName,omitempty"`
+
 	// vmState is the last VM status read from oVirt (down, image_locked, powering_up, up, ...).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
@@ -224,6 +231,7 @@ type OVirtMachineStatus struct {
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:printcolumn:name="Ready",type="boolean",JSONPath=".status.ready",description="VM running and Node registered"
 // +kubebuilder:printcolumn:name="VM ID",type="string",JSONPath=".status.vmID",priority=1,description="oVirt VM id"
+// +kubebuilder:printcolumn:name="VM Name",type="string",JSONPath=".status.vmName",priority=1,description="oVirt VM name"
 // +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1,description="Provider ID"
 // +kubebuilder:printcolumn:name="oVirt State",type="string",JSONPath=".status.vmState",priority=1,description="VM status in oVirt"
 

@@ -32,15 +32,6 @@ func TestResolveCloneFollowsMachineThenProviderThenGate(t *testing.T) {
 	g.Expect(ResolveStorageDomain("", "")).To(BeEmpty())
 }
 
-func TestMachineAddressesDropLoopbackLinkLocalAndTheEndpoint(t *testing.T) {
-	g := NewWithT(t)
-	got := machineAddresses([]string{"10.0.0.5", "127.0.0.1", "fe80::1", "10.0.1.100", "2001:db8::5", "10.0.0.5", "junk", "169.254.1.1"}, "10.0.1.100")
-	g.Expect(got).To(Equal([]clusterv1beta1.MachineAddress{
-		{Type: clusterv1beta1.MachineInternalIP, Address: "10.0.0.5"},
-		{Type: clusterv1beta1.MachineInternalIP, Address: "2001:db8::5"},
-	}))
-}
-
 func TestFindNodePrefersProviderIDThenSystemUUIDThenName(t *testing.T) {
 	g := NewWithT(t)
 	node := func(name, uuid, pid string) corev1.Node {

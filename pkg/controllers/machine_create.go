@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,7 +67,40 @@ func (r *OVirtMachineReconciler) readBootstrapData(ctx context.Context, s *machi
 	if format != formatCloudConfig && format != formatIgnition {
 		return nil, &bootstrapInvalidError{fmt.Sprintf("bootstrap data Secret %s/%s has format %q; CAPOV supports cloud-config and ignition", secret.Namespace, name, format)}
 	}
+	if format == formatIgnition && !isIgnitionConfig(value) {
+		// The Engine would create the VM and then refuse every start ("Failed to build
+		// ignition data").
+		return nil, &bootstrapInvalidError{fmt.Sprintf("bootstrap data Secret %s/%s has format ignition but its value is not a JSON Ignition config (an object with ignition.version); oVirt cannot build the config drive from it", secret.Namespace, name)}
+	}
 	return &bootstrapData{value: string(value), format: format}, nil
+}
+
+// isIgnitionConfig reports whether data is a JSON object with an ignition.version, the least the
+// Engine needs to build an Ignition config drive.
+func isIgnitionConfig(data []byte) bool {
+	var cfg struct {
+		Ignition struct {
+			Version string `json:"version"`
+		} `json:"ignition"`
+	}
+	return json.Unmarshal(data, &cfg) == nil && cfg.Ignition.Version != ""
+}
+
+// bootstrapMismatch returns why the bootstrap data cannot work with the template's OS type, ""
+// when it can. For OS type rhcos_x64 the Engine treats the custom script as an Ignition config
+// and refuses to start the VM otherwise; for every other OS type it composes cloud-init
+// user-data around the script, which an Ignition guest never reads.
+func bootstrapMismatch(boot *bootstrapData, tpl *ovirt.Template, secretName *string) string {
+	isIgnitionOS := tpl.OSType == osTypeIgnition
+	switch {
+	case boot.format == formatIgnition && !isIgnitionOS:
+		return fmt.Sprintf("bootstrap data Secret %s has format ignition but template %q has OS type %q, for which oVirt gives the guest cloud-init: use a template with OS type %s (an Ignition image) or a cloud-init bootstrap provider",
+			ptr.Deref(secretName, ""), tpl.Name, tpl.OSType, osTypeIgnition)
+	case boot.format != formatIgnition && isIgnitionOS:
+		return fmt.Sprintf("bootstrap data Secret %s has format %s but template %q has OS type %s, for which oVirt requires an Ignition config and refuses to start the VM otherwise: use an Ignition bootstrap provider (format: ignition) or a cloud-init template",
+			ptr.Deref(secretName, ""), boot.format, tpl.Name, tpl.OSType)
+	}
+	return ""
 }
 
 // createVM creates the VM of the machine from its template and records its id at once.
@@ -112,19 +147,30 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(ctrl.Result{}, fmt.Errorf("finding oVirt cluster %q: %w", om.Spec.OVirtCluster, err))
 	}
 
+	if msg := bootstrapMismatch(boot, tpl, s.machine.Spec.Bootstrap.DataSecretName); msg != "" {
+		if v1beta1conditions.GetReason(om, infrav1.MachineCreatedCondition) != infrav1.BootstrapFormatMismatchReason {
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "%s", msg)
+		}
+		created(infrav1.BootstrapFormatMismatchReason, clusterv1beta1.ConditionSeverityWarning, "%s", msg)
+		return stop(r.retryLater(), nil)
+	}
+
 	clone := r.Gates.DiskCloneFor(om.Spec.DiskClone, s.provider.Spec.DiskClone)
+	vmName := VMNameFor(om.Namespace, om.Name)
 	spec := ovirt.VMSpec{
-		Name: om.Name, ClusterID: ocl.ID, TemplateID: tpl.ID, Clone: clone,
+		Name: vmName, ClusterID: ocl.ID, TemplateID: tpl.ID, Clone: clone,
 		Type: ovirt.VMType(om.Spec.VMType), Comment: ownerMarker(om),
-		Description:   fmt.Sprintf("Cluster API machine %s/%s of cluster %s, managed by CAPOV", s.machine.Namespace, s.machine.Name, s.cluster.Name),
-		CustomScript:  boot.value,
+		Description: truncateText(fmt.Sprintf("Cluster API machine %s/%s of cluster %s, managed by CAPOV",
+			s.machine.Namespace, s.machine.Name, s.cluster.Name), maxDescriptionLength),
+		CustomScript: boot.value,
+		// The Engine takes at most 50 characters of [0-9a-zA-Z_-]: "capov-" and the 36 of a UID.
 		CorrelationID: "capov-" + string(om.UID),
 	}
 	if boot.format == formatIgnition {
-		// The Engine builds an ignition config drive only for this OS type.
+		// The Engine builds an ignition config drive only for this OS type (the template's).
 		spec.OSType = osTypeIgnition
 	} else {
-		spec.HostName = om.Name
+		spec.HostName = hostNameFor(om.Namespace, om.Name)
 	}
 	if c := om.Spec.CPU; c != nil {
 		spec.Sockets, spec.Cores, spec.Threads = int(c.Sockets), int(c.Cores), int(c.Threads)
@@ -138,14 +184,25 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		if err != nil && !errors.Is(err, ovirt.ErrNotFound) {
 			return stop(ctrl.Result{}, fmt.Errorf("finding storage domain %q: %w", sdName, err))
 		}
-		if sd == nil || !sd.Usable {
+		switch {
+		case sd == nil:
 			created(infrav1.StorageDomainNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
-				"storage domain %q (spec.storagedomainname or the OVirtProvider's) is not found in oVirt or cannot host disks", sdName)
+				"storage domain %q (spec.storagedomainname or the OVirtProvider's) is not found in oVirt", sdName)
+			return stop(r.retryLater(), nil)
+		case !sd.Usable:
+			status := sd.Status
+			if status == "" {
+				status = "unknown"
+			}
+			created(infrav1.StorageDomainNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+				"storage domain %q (spec.storagedomainname or the OVirtProvider's) cannot host disks: its status in its data center is %s, not active (activate it in oVirt or choose another)", sdName, status)
 			return stop(r.retryLater(), nil)
 		}
+		// A template's disk may have copies on several storage domains: any of them is valid
+		// without cloning.
 		onTemplateDomain := len(tpl.Disks) > 0
 		for _, d := range tpl.Disks {
-			onTemplateDomain = onTemplateDomain && d.StorageDomainID == sd.ID
+			onTemplateDomain = onTemplateDomain && (d.StorageDomainID == sd.ID || slices.Contains(d.StorageDomainIDs, sd.ID))
 		}
 		switch {
 		case clone:
@@ -169,15 +226,16 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "oVirt refused to create the VM: %v", err)
 			return stop(r.retryLater(), nil)
 		}
-		return stop(ctrl.Result{}, fmt.Errorf("creating VM %q: %w", om.Name, err))
+		return stop(ctrl.Result{}, fmt.Errorf("creating VM %q: %w", vmName, err))
 	}
 	// Persist the id now (the deferred patch right after this return): nothing else talks to
 	// oVirt before it, and a crash before it is covered by the name + owner marker lookup.
 	om.Status.VMID = vm.ID
+	om.Status.VMName = vmName
 	om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
 	om.Status.DiskClone = ptr.To(clone)
 	s.vm = vm
-	s.log.Info("Created VM", "vmID", vm.ID, "template", tpl.Name, "clone", clone)
+	s.log.Info("Created VM", "vmID", vm.ID, "vmName", vmName, "template", tpl.Name, "clone", clone)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)
 	created(infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
 	return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)

@@ -64,9 +64,10 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 
 	if id == "" {
 		// The create call may have succeeded right before a crash that lost its result.
-		vms, err := cl.FindVMsByName(ctx, om.Name)
+		name := vmNameOf(om)
+		vms, err := cl.FindVMsByName(ctx, name)
 		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", om.Name, err)
+			return ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", name, err)
 		}
 		for _, vm := range vms {
 			if ownedBy(vm, om) {
@@ -96,10 +97,28 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		return r.powerOff(ctx, s)
 	}
 
+	// The disks a removal would delete are read from the VM's own disk-attachments collection,
+	// never from the inline one of GetVM: an Engine or proxy that ignores follow returns no
+	// inline disks, and "no disk seen" must not be taken for "no CSI disk attached".
+	attached, err := cl.ListDiskAttachments(ctx, vm.ID)
+	if err != nil {
+		if errors.Is(err, ovirt.ErrNotFound) {
+			return r.finishDelete(s)
+		}
+		deleted(infrav1.VMDeleteFailedReason, clusterv1beta1.ConditionSeverityWarning,
+			"not removing VM %s: cannot confirm which disks are attached to it (%v); retrying", vm.ID, err)
+		s.log.Info("Not removing the VM: its disk attachments cannot be read", "vmID", vm.ID, "error", err.Error())
+		return r.retryLater(), nil
+	}
+	vm.Disks = attached
 	if _, other := systemDisks(om, vm); len(other) > 0 {
 		names := make([]string, 0, len(other))
 		for _, d := range other {
-			names = append(names, d.Alias)
+			name := d.Alias
+			if name == "" {
+				name = d.ID
+			}
+			names = append(names, name)
 		}
 		if v1beta1conditions.GetReason(om, infrav1.MachineDeletedCondition) != infrav1.VMHasNonSystemDiskReason {
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDeletionBlocked, "DeleteVM",

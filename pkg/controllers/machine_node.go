@@ -56,7 +56,7 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 			"listing Nodes of workload cluster %s: %v", s.cluster.Name, err)
 		return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
 	}
-	node := findNode(nodes.Items, vm.ID, vm.Name, want)
+	node := findNode(nodes.Items, vm.ID, hostNameFor(om.Namespace, om.Name), want)
 	if node == nil {
 		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WaitingForNodeReason, clusterv1beta1.ConditionSeverityInfo,
 			"waiting for VM %s to register as a Node of workload cluster %s", vm.Name, s.cluster.Name)
@@ -78,6 +78,16 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 		return stop(r.retryLater(), nil)
 	}
 	om.Status.NodeName = node.Name
+	if v1beta1conditions.GetReason(om, infrav1.MachineOnCondition) == infrav1.NoGuestAddressesReason {
+		// The guest agent reports nothing: the Node's own addresses are the best there are.
+		om.Status.Addresses = nodeAddresses(node, s.cluster.Spec.ControlPlaneEndpoint.Host)
+		msg := fmt.Sprintf("VM %s is up; its guest agent reports no address on the VM's NICs (is qemu-guest-agent in the image?): the addresses are those of Node %s", vm.ID, node.Name)
+		if len(om.Status.Addresses) == 0 {
+			msg = fmt.Sprintf("VM %s is up; neither its guest agent (is qemu-guest-agent in the image?) nor Node %s reports an address: the machine has none", vm.ID, node.Name)
+		}
+		v1beta1conditions.Set(om, &clusterv1beta1.Condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue,
+			Reason: infrav1.NoGuestAddressesReason, Severity: clusterv1beta1.ConditionSeverityInfo, Message: msg})
+	}
 	v1beta1conditions.MarkTrue(om, infrav1.K8sProviderIDSetupCondition)
 	return next()
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -82,7 +83,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 			// The VM is up and was read less than VMRefresh ago: what is left (waiting for the
 			// Node, or nothing for a Ready machine) needs no oVirt call. Reconciles triggered by
 			// Machine or Node updates in between cost the Engine nothing.
-			s.vm = &ovirt.VM{ID: om.Status.VMID, Name: om.Name, Status: ovirt.VMStatus(om.Status.VMState)}
+			s.vm = &ovirt.VM{ID: om.Status.VMID, Name: vmNameOf(om), Status: ovirt.VMStatus(om.Status.VMState)}
 			phases = []phase{r.waitForClusterInfrastructure, r.reconcileNode}
 			refresh = wait
 		}
@@ -233,9 +234,10 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		return r.recordVM(ctx, s, vm)
 	}
 
-	vms, err := s.ovirt.FindVMsByName(ctx, om.Name)
+	name := vmNameOf(om)
+	vms, err := s.ovirt.FindVMsByName(ctx, name)
 	if err != nil {
-		return stop(ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", om.Name, err))
+		return stop(ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", name, err))
 	}
 	var ours []ovirt.VM
 	for _, vm := range vms {
@@ -250,7 +252,7 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 			ids = append(ids, vm.ID)
 		}
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.DuplicateVMsReason, clusterv1beta1.ConditionSeverityError,
-			"%d VMs named %q carry this OVirtMachine's owner marker (%s); remove all but one in oVirt", len(ours), om.Name, strings.Join(ids, ", "))
+			"%d VMs named %q carry this OVirtMachine's owner marker (%s); remove all but one in oVirt", len(ours), name, strings.Join(ids, ", "))
 		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDuplicateVMs, "FindVM", "Found %d VMs for this machine: %s", len(ours), strings.Join(ids, ", "))
 		return stop(r.retryLater(), nil)
 	case len(ours) == 1:
@@ -265,8 +267,8 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		return r.recordVM(ctx, s, vm)
 	case len(vms) > 0:
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreateFailedReason, clusterv1beta1.ConditionSeverityWarning,
-			"a VM named %q already exists in oVirt (id %s) and was not created for this OVirtMachine; rename or remove it", om.Name, vms[0].ID)
-		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNameTaken, "FindVM", "VM name %q is used by VM %s", om.Name, vms[0].ID)
+			"a VM named %q already exists in oVirt (id %s) and was not created for this OVirtMachine; rename or remove it", name, vms[0].ID)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNameTaken, "FindVM", "VM name %q is used by VM %s", name, vms[0].ID)
 		return stop(r.retryLater(), nil)
 	}
 	return r.createVM(ctx, s)
@@ -291,6 +293,9 @@ func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm
 	s.vm = vm
 	s.vmRead = true
 	om.Status.VMID = vm.ID
+	if vm.Name != "" {
+		om.Status.VMName = vm.Name
+	}
 	if om.Spec.ProviderID == nil {
 		om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
 	}
@@ -392,9 +397,9 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
 					"disk %s is locked by oVirt", d.Alias)
 				return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
-			case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrNotFound):
+			case engineRefused(err):
 				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskUpdateFailedReason, clusterv1beta1.ConditionSeverityWarning,
-					"updating disk %s: %v", d.Alias, err)
+					"oVirt refused to update disk %s: %v", d.Alias, err)
 				return stop(r.retryLater(), nil)
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("updating disk %s of VM %s: %w", d.ID, vm.ID, err))
@@ -459,13 +464,15 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	sort.Slice(current, func(i, j int) bool { return current[i].Name < current[j].Name })
 	var changes []string
 	fail := func(err error, what string) (bool, ctrl.Result, error) {
-		if errors.Is(err, ovirt.ErrInvalid) || errors.Is(err, ovirt.ErrNotFound) {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1beta1.ConditionSeverityWarning,
-				"%s: %v", what, err)
-			return stop(r.retryLater(), nil)
-		}
 		if errors.Is(err, ovirt.ErrLocked) {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1beta1.ConditionSeverityInfo,
+				"%s: VM %s is locked by oVirt; retrying", what, vm.ID)
 			return stop(r.waitFor(s.om, infrav1.MachineNetworkSetCondition), nil)
+		}
+		if engineRefused(err) {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1beta1.ConditionSeverityWarning,
+				"oVirt refused %s: %v", what, err)
+			return stop(r.retryLater(), nil)
 		}
 		return stop(ctrl.Result{}, fmt.Errorf("%s: %w", what, err))
 	}
@@ -505,17 +512,25 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 	switch vm.Status {
 	case ovirt.VMStatusUp:
 		r.waits.finished(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, r.Now())
-		v1beta1conditions.MarkTrue(om, infrav1.MachineOnCondition)
-		om.Status.Addresses = machineAddresses(vm.Addresses, s.cluster.Spec.ControlPlaneEndpoint.Host)
+		if addrs := machineAddresses(vm, s.cluster.Spec.ControlPlaneEndpoint.Host); len(addrs) > 0 {
+			v1beta1conditions.MarkTrue(om, infrav1.MachineOnCondition)
+			om.Status.Addresses = addrs
+		} else {
+			// Not an error: an image without qemu-guest-agent reports nothing. The Node's
+			// addresses stand in once it registers (reconcileNode).
+			v1beta1conditions.Set(om, &clusterv1beta1.Condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue,
+				Reason: infrav1.NoGuestAddressesReason, Severity: clusterv1beta1.ConditionSeverityInfo,
+				Message: fmt.Sprintf("VM %s is up; its guest agent reports no address on the VM's NICs (is qemu-guest-agent in the image?): addresses come from the Node once it registers", vm.ID)})
+		}
 		return next()
 	case ovirt.VMStatusDown:
 		if err := s.ovirt.Power(ctx, vm.ID, ovirt.PowerStart); err != nil {
 			switch {
 			case errors.Is(err, ovirt.ErrLocked):
 				return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
-			case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrConflict):
+			case engineRefused(err):
 				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason, clusterv1beta1.ConditionSeverityWarning,
-					"starting VM %s: %v", vm.ID, err)
+					"oVirt refused to start VM %s: %v", vm.ID, err)
 				return stop(r.retryLater(), nil)
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("starting VM %s: %w", vm.ID, err))
@@ -533,23 +548,111 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 	}
 }
 
-// machineAddresses turns reported IPs into InternalIP addresses, without loopback, link-local,
-// multicast or unspecified addresses and without the control-plane endpoint (a VIP that
-// moves between control-plane machines).
-func machineAddresses(ips []string, endpointHost string) []clusterv1beta1.MachineAddress {
+// maxAddresses is the MaxItems of status.addresses: a longer list would make the status patch
+// fail and the machine never Ready.
+const maxAddresses = 64
+
+// zeroMAC is what the guest agent reports for interfaces without hardware (lo).
+const zeroMAC = "00:00:00:00:00:00"
+
+// machineAddresses returns the machine's InternalIP addresses from the devices the guest agent
+// reported. A real Engine reports every guest interface (lo, cni0, flannel.1, docker0,
+// kube-ipvs0 with one address per Service, ...) for every NIC, in no stable order: only the
+// devices whose MAC is one of the VM's NIC MACs count. Loopback, link-local, multicast and
+// unspecified addresses and the control-plane endpoint (a VIP that moves between control-plane
+// machines) are dropped. The order is stable: by NIC name, then IPv4 before IPv6, then by
+// address; at most maxAddresses.
+func machineAddresses(vm *ovirt.VM, endpointHost string) []clusterv1beta1.MachineAddress {
+	nics := slices.Clone(vm.NICs)
+	sort.Slice(nics, func(i, j int) bool { return nics[i].Name < nics[j].Name })
 	var out []clusterv1beta1.MachineAddress
 	seen := map[string]bool{}
-	for _, raw := range ips {
-		ip := net.ParseIP(strings.TrimSpace(raw))
-		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+	for _, nic := range nics {
+		mac := strings.ToLower(strings.TrimSpace(nic.MAC))
+		if mac == "" || mac == zeroMAC {
 			continue
 		}
-		addr := ip.String()
-		if addr == endpointHost || seen[addr] {
-			continue
+		var ips []net.IP
+		for _, d := range vm.ReportedDevices {
+			if strings.ToLower(strings.TrimSpace(d.MAC)) != mac {
+				continue
+			}
+			for _, raw := range d.IPs {
+				if ip := usableIP(raw, endpointHost); ip != nil && !seen[ip.String()] {
+					seen[ip.String()] = true
+					ips = append(ips, ip)
+				}
+			}
 		}
-		seen[addr] = true
-		out = append(out, clusterv1beta1.MachineAddress{Type: clusterv1beta1.MachineInternalIP, Address: addr})
+		sort.Slice(ips, func(i, j int) bool {
+			a4, b4 := ips[i].To4() != nil, ips[j].To4() != nil
+			if a4 != b4 {
+				return a4
+			}
+			return bytes.Compare(ips[i].To16(), ips[j].To16()) < 0
+		})
+		for _, ip := range ips {
+			out = append(out, clusterv1beta1.MachineAddress{Type: clusterv1beta1.MachineInternalIP, Address: ip.String()})
+		}
+	}
+	if len(out) > maxAddresses {
+		out = out[:maxAddresses]
 	}
 	return out
+}
+
+// usableIP parses a reported or Node address; nil for loopback, link-local, multicast,
+// unspecified, unparsable addresses and the control-plane endpoint.
+func usableIP(raw, endpointHost string) net.IP {
+	ip := net.ParseIP(strings.TrimSpace(raw))
+	if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return nil
+	}
+	if ip.String() == endpointHost {
+		return nil
+	}
+	return ip
+}
+
+// nodeAddresses returns the IP addresses of a Node's status (InternalIP and ExternalIP), with
+// the filter of machineAddresses: the fallback for a VM whose guest agent reports nothing.
+func nodeAddresses(node *corev1.Node, endpointHost string) []clusterv1beta1.MachineAddress {
+	var out []clusterv1beta1.MachineAddress
+	seen := map[string]bool{}
+	for _, a := range node.Status.Addresses {
+		var typ clusterv1beta1.MachineAddressType
+		switch a.Type {
+		case corev1.NodeInternalIP:
+			typ = clusterv1beta1.MachineInternalIP
+		case corev1.NodeExternalIP:
+			typ = clusterv1beta1.MachineExternalIP
+		default:
+			continue
+		}
+		ip := usableIP(a.Address, endpointHost)
+		if ip == nil || seen[ip.String()] {
+			continue
+		}
+		seen[ip.String()] = true
+		out = append(out, clusterv1beta1.MachineAddress{Type: typ, Address: ip.String()})
+		if len(out) == maxAddresses {
+			break
+		}
+	}
+	return out
+}
+
+// engineRefused reports an answer of the Engine that refuses the request (400-499 other than a
+// lock): low disk space, an illegal storage-domain status, a NIC name in use, a network not in
+// the cluster, an invalid value. A retry does not help until something changes, so it becomes a
+// condition with the Engine's message and a retry later, never a bare reconcile error.
+func engineRefused(err error) bool {
+	if errors.Is(err, ovirt.ErrLocked) {
+		return false
+	}
+	if errors.Is(err, ovirt.ErrInvalid) || errors.Is(err, ovirt.ErrNotFound) || errors.Is(err, ovirt.ErrConflict) {
+		return true
+	}
+	var e *ovirt.Error
+	return errors.As(err, &e) && e.Status >= 400 && e.Status < 500
 }

@@ -31,9 +31,16 @@ type Client interface {
 	// is one of the cluster's networks.
 	FindVnicProfile(ctx context.Context, cluster *Cluster, name string) (*VnicProfile, error)
 
-	// GetVM returns the VM with its disks, NICs and reported addresses, in
-	// one engine call. ErrNotFound if it does not exist.
+	// GetVM returns the VM with its disks, NICs and reported devices, in
+	// one engine call when the engine honours follow (else one more per
+	// collection it left out). ErrNotFound if it does not exist.
 	GetVM(ctx context.Context, id string) (*VM, error)
+
+	// ListDiskAttachments reads the VM's disks from its own disk-attachments
+	// collection (GET /vms/{id}/diskattachments), never from an inline
+	// collection: decisions about data safety (which disks a removal would
+	// delete) rest on it. ErrNotFound if the VM does not exist.
+	ListDiskAttachments(ctx context.Context, vmID string) ([]Disk, error)
 
 	// FindVMsByName returns the VMs named exactly name (normally zero or
 	// one), without disks, NICs or addresses.

@@ -80,11 +80,12 @@ type StorageDomain struct {
 	Name string
 	// Available is the free space in bytes.
 	Available int64
-	// Status is the engine's status. The engine leaves it empty for domains
-	// attached to a data center in the top-level collection.
+	// Status is the engine's status (active, maintenance, inactive, ...),
+	// read under the data center for an attached domain: the top-level
+	// collection leaves it empty for those.
 	Status string
-	// Usable is true for a data domain that is active (or attached, status
-	// empty) and whose external status is not error/failure.
+	// Usable is true for a data domain that is active and whose external
+	// status is not error/failure.
 	Usable bool
 }
 
@@ -119,6 +120,9 @@ type Disk struct {
 	Interface       string
 	Status          DiskStatus
 	StorageDomainID string
+	// StorageDomainIDs are every storage domain holding a copy of the disk (a template's disk may
+	// be copied to several); StorageDomainID is the first of them.
+	StorageDomainIDs []string
 	// Format is "cow" or "raw".
 	Format string
 }
@@ -144,12 +148,25 @@ type VM struct {
 	TemplateID         string
 	OriginalTemplateID string
 	OSType             string
-	// Disks and NICs are filled by GetVM only.
+	// Disks and NICs are filled by GetVM only, read from their own endpoints when the engine
+	// did not return them inline.
 	Disks []Disk
 	NICs  []NIC
-	// Addresses are the IPs the guest agent reported, as reported, unfiltered,
-	// deduplicated in order of appearance. Filled by GetVM only.
-	Addresses []string
+	// ReportedDevices are the guest interfaces the guest agent reported, unfiltered: a real
+	// engine returns every interface of the guest (lo, eth0, cni0, kube-ipvs0, ...) for every
+	// NIC, in no stable order. Deduplicated by name and MAC; empty without a guest agent.
+	// Filled by GetVM only.
+	ReportedDevices []ReportedDevice
+}
+
+// ReportedDevice is one guest network interface as the guest agent reports it.
+type ReportedDevice struct {
+	// Name is the guest's interface name, e.g. "eth0" or "cni0".
+	Name string
+	// MAC is the interface's MAC address as reported (any case); 00:00:00:00:00:00 for lo.
+	MAC string
+	// IPs are the interface's addresses, as reported.
+	IPs []string
 }
 
 // VMSpec is what CreateVM creates.

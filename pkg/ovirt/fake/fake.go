@@ -22,21 +22,22 @@ import (
 
 // Client is the in-memory ovirt.Client.
 type Client struct {
-	PingFunc              func(ctx context.Context) (ovirt.EngineInfo, error)
-	FindClusterFunc       func(ctx context.Context, name string) (*ovirt.Cluster, error)
-	FindTemplateFunc      func(ctx context.Context, name, clusterName string) (*ovirt.Template, error)
-	FindStorageDomainFunc func(ctx context.Context, name string) (*ovirt.StorageDomain, error)
-	FindVnicProfileFunc   func(ctx context.Context, cluster *ovirt.Cluster, name string) (*ovirt.VnicProfile, error)
-	GetVMFunc             func(ctx context.Context, id string) (*ovirt.VM, error)
-	FindVMsByNameFunc     func(ctx context.Context, name string) ([]ovirt.VM, error)
-	CreateVMFunc          func(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error)
-	UpdateDiskFunc        func(ctx context.Context, vmID, diskID string, u ovirt.DiskUpdate) error
-	DetachDiskFunc        func(ctx context.Context, vmID, diskID string) error
-	AddNICFunc            func(ctx context.Context, vmID, name, vnicProfileID string) (*ovirt.NIC, error)
-	UpdateNICFunc         func(ctx context.Context, vmID, nicID, vnicProfileID string) error
-	RemoveNICFunc         func(ctx context.Context, vmID, nicID string) error
-	PowerFunc             func(ctx context.Context, vmID string, action ovirt.PowerAction) error
-	RemoveVMFunc          func(ctx context.Context, vmID string) error
+	PingFunc                func(ctx context.Context) (ovirt.EngineInfo, error)
+	FindClusterFunc         func(ctx context.Context, name string) (*ovirt.Cluster, error)
+	FindTemplateFunc        func(ctx context.Context, name, clusterName string) (*ovirt.Template, error)
+	FindStorageDomainFunc   func(ctx context.Context, name string) (*ovirt.StorageDomain, error)
+	FindVnicProfileFunc     func(ctx context.Context, cluster *ovirt.Cluster, name string) (*ovirt.VnicProfile, error)
+	GetVMFunc               func(ctx context.Context, id string) (*ovirt.VM, error)
+	ListDiskAttachmentsFunc func(ctx context.Context, vmID string) ([]ovirt.Disk, error)
+	FindVMsByNameFunc       func(ctx context.Context, name string) ([]ovirt.VM, error)
+	CreateVMFunc            func(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error)
+	UpdateDiskFunc          func(ctx context.Context, vmID, diskID string, u ovirt.DiskUpdate) error
+	DetachDiskFunc          func(ctx context.Context, vmID, diskID string) error
+	AddNICFunc              func(ctx context.Context, vmID, name, vnicProfileID string) (*ovirt.NIC, error)
+	UpdateNICFunc           func(ctx context.Context, vmID, nicID, vnicProfileID string) error
+	RemoveNICFunc           func(ctx context.Context, vmID, nicID string) error
+	PowerFunc               func(ctx context.Context, vmID string, action ovirt.PowerAction) error
+	RemoveVMFunc            func(ctx context.Context, vmID string) error
 
 	mu             sync.Mutex
 	nextID         int
@@ -206,7 +207,7 @@ func cloneVM(vm *ovirt.VM) *ovirt.VM {
 	out := *vm
 	out.Disks = slices.Clone(vm.Disks)
 	out.NICs = slices.Clone(vm.NICs)
-	out.Addresses = slices.Clone(vm.Addresses)
+	out.ReportedDevices = slices.Clone(vm.ReportedDevices)
 	return &out
 }
 
@@ -335,6 +336,23 @@ func (c *Client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 	return cloneVM(vm), nil
 }
 
+// ListDiskAttachments implements ovirt.Client.
+func (c *Client) ListDiskAttachments(ctx context.Context, vmID string) ([]ovirt.Disk, error) {
+	c.mu.Lock()
+	c.record("ListDiskAttachments")
+	c.mu.Unlock()
+	if c.ListDiskAttachmentsFunc != nil {
+		return c.ListDiskAttachmentsFunc(ctx, vmID)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vm, ok := c.vms[vmID]
+	if !ok {
+		return nil, notFound("ListDiskAttachments", "no VM with id %q", vmID)
+	}
+	return append([]ovirt.Disk{}, vm.Disks...), nil
+}
+
 // FindVMsByName implements ovirt.Client. Like the engine's list, it returns
 // VMs without disks, NICs and addresses.
 func (c *Client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, error) {
@@ -350,7 +368,7 @@ func (c *Client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, er
 	for _, vm := range c.vms {
 		if vm.Name == name {
 			v := *vm
-			v.Disks, v.NICs, v.Addresses = nil, nil, nil
+			v.Disks, v.NICs, v.ReportedDevices = nil, nil, nil
 			out = append(out, v)
 		}
 	}

@@ -207,37 +207,83 @@ func (c *client) FindTemplate(ctx context.Context, name, clusterName string) (*o
 	})
 }
 
-// FindStorageDomain implements ovirt.Client.
+// FindStorageDomain implements ovirt.Client. The top-level collection
+// leaves the status of a domain attached to a data center empty; its real
+// status (active, maintenance, inactive, ...) is only under the data center
+// (GET /datacenters/{dc}/storagedomains/{sd}), so it is read there: a domain
+// in maintenance is reported before POST /vms, not as a late 409.
 func (c *client) FindStorageDomain(ctx context.Context, name string) (*ovirt.StorageDomain, error) {
 	const op = "FindStorageDomain"
 	q, err := searchValue(op, "storage domain", name)
 	if err != nil {
 		return nil, err
 	}
+	type found struct {
+		sd *ovirtsdk.StorageDomain
+		dc string
+	}
 	return cachedLookup(ctx, c.s.cache, "storagedomain\x00"+name, cloneStorageDomain, func() (*ovirt.StorageDomain, error) {
-		sd, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.StorageDomain, error) {
+		f, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (found, error) {
 			resp, err := conn.SystemService().StorageDomainsService().List().
 				Search("name=" + q).CaseSensitive(true).Send()
 			if err != nil {
-				return nil, err
+				return found{}, err
 			}
 			if list, ok := resp.StorageDomains(); ok {
 				for _, sd := range list.Slice() {
 					if n, _ := sd.Name(); n == name {
-						return toStorageDomain(sd), nil
+						return found{sd: sd, dc: dataCenterOf(sd)}, nil
 					}
 				}
 			}
-			return nil, nil
+			return found{}, nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		if sd == nil {
+		if f.sd == nil {
 			return nil, notFound(op, "no storage domain named %q", name)
 		}
-		return sd, nil
+		if f.dc == "" {
+			// Unattached: the top-level status is the real one.
+			return toStorageDomain(f.sd, ""), nil
+		}
+		id, _ := f.sd.Id()
+		status, err := invoke(ctx, c.s, "GetAttachedStorageDomain", func(conn *ovirtsdk.Connection) (ovirtsdk.StorageDomainStatus, error) {
+			resp, err := conn.SystemService().DataCentersService().DataCenterService(f.dc).StorageDomainsService().
+				StorageDomainService(id).Get().Send()
+			if err != nil {
+				return "", err
+			}
+			attached, ok := resp.StorageDomain()
+			if !ok {
+				return "", fmt.Errorf("engine answered without the storage domain")
+			}
+			st, _ := attached.Status()
+			return st, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return toStorageDomain(f.sd, status), nil
 	})
+}
+
+// dataCenterOf returns the id of the data center a storage domain is attached to, "" if none.
+func dataCenterOf(sd *ovirtsdk.StorageDomain) string {
+	if dcs, ok := sd.DataCenters(); ok {
+		for _, dc := range dcs.Slice() {
+			if id, ok := dc.Id(); ok && id != "" {
+				return id
+			}
+		}
+	}
+	if dc, ok := sd.DataCenter(); ok {
+		if id, ok := dc.Id(); ok {
+			return id
+		}
+	}
+	return ""
 }
 
 // FindVnicProfile implements ovirt.Client. Profiles cannot be searched and
@@ -287,12 +333,19 @@ func (c *client) FindVnicProfile(ctx context.Context, cluster *ovirt.Cluster, na
 
 // GetVM implements ovirt.Client. all_content is not requested: it would
 // return the initialization's custom script (a secret) for nothing.
+//
+// An engine or proxy may ignore follow and return only <link> elements, for
+// which go-ovirt yields empty collections: an empty inline disk list is never
+// taken as a fact. The disks and NICs are then read from their own
+// endpoints, and the reported devices from the VM's collection, so that no
+// decision (resize, NIC reconciliation, addresses) rests on a missing list.
+// When follow is honoured it is one call.
 func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 	const op = "GetVM"
 	if id == "" {
 		return nil, invalid(op, "VM id is empty")
 	}
-	return invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
+	vm, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
 		resp, err := conn.SystemService().VmsService().VmService(id).Get().Follow(vmFollow).Send()
 		if err != nil {
 			return nil, err
@@ -303,6 +356,83 @@ func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 		}
 		return toVM(vm), nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	// A VM made from a template always has disk attachments: none inline means
+	// the engine did not follow the links, so the NICs inline are not a fact
+	// either. (A VM without NICs is normal before the NIC phase; with its disks
+	// inline that costs nothing more.)
+	if len(vm.Disks) == 0 {
+		if vm.Disks, err = c.ListDiskAttachments(ctx, id); err != nil {
+			return nil, err
+		}
+		if len(vm.NICs) == 0 {
+			if vm.NICs, vm.ReportedDevices, err = c.listNICs(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return vm, nil
+}
+
+// ListDiskAttachments implements ovirt.Client. The attachment id is the
+// disk id, and bootable lives on the attachment, so the answer is complete
+// for the system-disk check even when the engine ignores follow=disk (the
+// aliases and sizes are then empty).
+func (c *client) ListDiskAttachments(ctx context.Context, vmID string) ([]ovirt.Disk, error) {
+	const op = "ListDiskAttachments"
+	if vmID == "" {
+		return nil, invalid(op, "VM id is empty")
+	}
+	return invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]ovirt.Disk, error) {
+		resp, err := conn.SystemService().VmsService().VmService(vmID).DiskAttachmentsService().List().Follow("disk").Send()
+		if err != nil {
+			return nil, err
+		}
+		disks := []ovirt.Disk{}
+		if atts, ok := resp.Attachments(); ok {
+			disks = append(disks, toDisks(atts)...)
+		}
+		return disks, nil
+	})
+}
+
+// listNICs reads the VM's NICs from their own collection and the guest's
+// reported devices from the VM's collection (which holds every guest
+// interface, as each NIC's does).
+func (c *client) listNICs(ctx context.Context, vmID string) ([]ovirt.NIC, []ovirt.ReportedDevice, error) {
+	type nicsAndDevices struct {
+		nics []ovirt.NIC
+		devs []ovirt.ReportedDevice
+	}
+	got, err := invoke(ctx, c.s, "ListNICs", func(conn *ovirtsdk.Connection) (nicsAndDevices, error) {
+		resp, err := conn.SystemService().VmsService().VmService(vmID).NicsService().List().Follow("reported_devices").Send()
+		if err != nil {
+			return nicsAndDevices{}, err
+		}
+		var out nicsAndDevices
+		if list, ok := resp.Nics(); ok {
+			out.nics, out.devs = toNICs(list, nil)
+		}
+		return out, nil
+	})
+	nics, devs := got.nics, got.devs
+	if err != nil || len(nics) == 0 || len(devs) > 0 {
+		return nics, devs, err
+	}
+	devs, err = invoke(ctx, c.s, "ListReportedDevices", func(conn *ovirtsdk.Connection) ([]ovirt.ReportedDevice, error) {
+		resp, err := conn.SystemService().VmsService().VmService(vmID).ReportedDevicesService().List().Send()
+		if err != nil {
+			return nil, err
+		}
+		var devs []ovirt.ReportedDevice
+		if list, ok := resp.ReportedDevice(); ok {
+			devs = appendDevices(devs, list)
+		}
+		return devs, nil
+	})
+	return nics, devs, err
 }
 
 // FindVMsByName implements ovirt.Client.
@@ -352,6 +482,11 @@ func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 		return toVM(v), nil
 	})
 	c.dropLookupsIfNotFound(err)
+	if errors.Is(err, ovirt.ErrConflict) {
+		// Low space or an illegal storage-domain status: the cached domain
+		// status is stale; the retry reads it again.
+		c.s.cache.clear()
+	}
 	return created, err
 }
 

@@ -190,10 +190,14 @@ func TestEveryClientMethodAgainstTheSimulator(t *testing.T) {
 		got, err := c.GetVM(ctx, vm.ID)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(got.Status).To(Equal(ovirt.VMStatusUp))
-		g.Expect(got.Addresses).NotTo(BeEmpty())
+		g.Expect(got.ReportedDevices).NotTo(BeEmpty())
 		st, _ := sim.VM(vm.ID)
 		// As reported, unfiltered: the guest's IPv6 link-local addresses too.
-		g.Expect(got.Addresses).To(ContainElements(st.IPs))
+		var ips []string
+		for _, d := range got.ReportedDevices {
+			ips = append(ips, d.IPs...)
+		}
+		g.Expect(ips).To(ContainElements(st.IPs))
 	}).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	g.Expect(c.Power(ctx, vm.ID, ovirt.PowerShutdown)).To(Succeed())
 	g.Eventually(func() ovirt.VMStatus {

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"slices"
+	"strings"
 
 	ovirtsdk "github.com/ovirt/go-ovirt"
 
@@ -42,20 +43,21 @@ func networkIDs(nets *ovirtsdk.NetworkSlice) []string {
 	return ids
 }
 
-func toStorageDomain(sd *ovirtsdk.StorageDomain) *ovirt.StorageDomain {
+// toStorageDomain converts a storage domain of the top-level collection; attachedStatus is its
+// status in its data center ("" for an unattached domain, whose own status is then used).
+func toStorageDomain(sd *ovirtsdk.StorageDomain, attachedStatus ovirtsdk.StorageDomainStatus) *ovirt.StorageDomain {
 	out := &ovirt.StorageDomain{}
 	out.ID, _ = sd.Id()
 	out.Name, _ = sd.Name()
 	out.Available, _ = sd.Available()
 	status, _ := sd.Status()
+	if attachedStatus != "" {
+		status = attachedStatus
+	}
 	out.Status = string(status)
 	typ, _ := sd.Type()
 	external, _ := sd.ExternalStatus()
-	// The top-level collection reports no status for domains attached to a
-	// data center (only the data center's sub-collection does), so an empty
-	// status counts as attached and usable.
-	out.Usable = typ == ovirtsdk.STORAGEDOMAINTYPE_DATA &&
-		(status == "" || status == ovirtsdk.STORAGEDOMAINSTATUS_ACTIVE) &&
+	out.Usable = typ == ovirtsdk.STORAGEDOMAINTYPE_DATA && status == ovirtsdk.STORAGEDOMAINSTATUS_ACTIVE &&
 		external != ovirtsdk.EXTERNALSTATUS_ERROR && external != ovirtsdk.EXTERNALSTATUS_FAILURE
 	return out
 }
@@ -124,10 +126,20 @@ func toDisk(a *ovirtsdk.DiskAttachment) ovirt.Disk {
 	d.Status = ovirt.DiskStatus(status)
 	format, _ := disk.Format()
 	d.Format = string(format)
-	if sds, ok := disk.StorageDomains(); ok && len(sds.Slice()) > 0 {
-		d.StorageDomainID, _ = sds.Slice()[0].Id()
-	} else if sd, ok := disk.StorageDomain(); ok {
-		d.StorageDomainID, _ = sd.Id()
+	if sds, ok := disk.StorageDomains(); ok {
+		for _, sd := range sds.Slice() {
+			if id, ok := sd.Id(); ok && id != "" && !slices.Contains(d.StorageDomainIDs, id) {
+				d.StorageDomainIDs = append(d.StorageDomainIDs, id)
+			}
+		}
+	}
+	if sd, ok := disk.StorageDomain(); ok {
+		if id, ok := sd.Id(); ok && id != "" && !slices.Contains(d.StorageDomainIDs, id) {
+			d.StorageDomainIDs = append(d.StorageDomainIDs, id)
+		}
+	}
+	if len(d.StorageDomainIDs) > 0 {
+		d.StorageDomainID = d.StorageDomainIDs[0]
 	}
 	return d
 }
@@ -167,33 +179,58 @@ func toVM(v *ovirtsdk.Vm) *ovirt.VM {
 		out.Disks = toDisks(atts)
 	}
 	if nics, ok := v.Nics(); ok {
-		for _, n := range nics.Slice() {
-			out.NICs = append(out.NICs, toNIC(n))
-			if devs, ok := n.ReportedDevices(); ok {
-				out.Addresses = appendAddresses(out.Addresses, devs)
-			}
-		}
+		out.NICs, out.ReportedDevices = toNICs(nics, out.ReportedDevices)
 	}
-	// Some engines report devices on the VM rather than per NIC.
+	// The engine's VM-level collection holds the same devices.
 	if devs, ok := v.ReportedDevices(); ok {
-		out.Addresses = appendAddresses(out.Addresses, devs)
+		out.ReportedDevices = appendDevices(out.ReportedDevices, devs)
 	}
 	return out
 }
 
-func appendAddresses(addrs []string, devs *ovirtsdk.ReportedDeviceSlice) []string {
-	for _, d := range devs.Slice() {
-		ips, ok := d.Ips()
-		if !ok {
+// toNICs converts NICs and collects their reported devices into devs. A real engine returns
+// every guest interface of the VM for each NIC, so the same devices repeat: they are merged.
+func toNICs(nics *ovirtsdk.NicSlice, devs []ovirt.ReportedDevice) ([]ovirt.NIC, []ovirt.ReportedDevice) {
+	var out []ovirt.NIC
+	for _, n := range nics.Slice() {
+		out = append(out, toNIC(n))
+		if rd, ok := n.ReportedDevices(); ok {
+			devs = appendDevices(devs, rd)
+		}
+	}
+	return out, devs
+}
+
+// appendDevices adds the reported devices not yet in devs (same name and MAC), merging the IPs
+// of a device reported twice.
+func appendDevices(devs []ovirt.ReportedDevice, in *ovirtsdk.ReportedDeviceSlice) []ovirt.ReportedDevice {
+	for _, d := range in.Slice() {
+		var rd ovirt.ReportedDevice
+		rd.Name, _ = d.Name()
+		if mac, ok := d.Mac(); ok {
+			rd.MAC, _ = mac.Address()
+		}
+		if ips, ok := d.Ips(); ok {
+			for _, ip := range ips.Slice() {
+				if a, ok := ip.Address(); ok && a != "" && !slices.Contains(rd.IPs, a) {
+					rd.IPs = append(rd.IPs, a)
+				}
+			}
+		}
+		i := slices.IndexFunc(devs, func(o ovirt.ReportedDevice) bool {
+			return o.Name == rd.Name && strings.EqualFold(o.MAC, rd.MAC)
+		})
+		if i < 0 {
+			devs = append(devs, rd)
 			continue
 		}
-		for _, ip := range ips.Slice() {
-			if a, ok := ip.Address(); ok && a != "" && !slices.Contains(addrs, a) {
-				addrs = append(addrs, a)
+		for _, a := range rd.IPs {
+			if !slices.Contains(devs[i].IPs, a) {
+				devs[i].IPs = append(devs[i].IPs, a)
 			}
 		}
 	}
-	return addrs
+	return devs
 }
 
 // Deep copies for the lookup cache.
@@ -207,6 +244,9 @@ func cloneCluster(c *ovirt.Cluster) *ovirt.Cluster {
 func cloneTemplate(t *ovirt.Template) *ovirt.Template {
 	out := *t
 	out.Disks = slices.Clone(t.Disks)
+	for i := range out.Disks {
+		out.Disks[i].StorageDomainIDs = slices.Clone(t.Disks[i].StorageDomainIDs)
+	}
 	return &out
 }
 

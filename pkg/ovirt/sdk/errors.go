@@ -31,12 +31,19 @@ var (
 )
 
 // lockPhrases are the engine's ways of saying "locked, try again later"
-// (ACTION_TYPE_FAILED_VM_IS_LOCKED, ..._DISKS_LOCKED, ..._OBJECT_LOCKED and
-// friends). Older engines send them with 400, newer ones with 409.
+// (ACTION_TYPE_FAILED_VM_IS_LOCKED, ..._DISKS_LOCKED, ..._OBJECT_LOCKED,
+// VM_STATUS_ILLEGAL for an image-locked VM and friends), matched in lower
+// case: "VM is locked. Please try again in a few minutes.", "Cannot <action>
+// <type> because the VM is in Image Locked status.", "Disk is locked. Please
+// try again later.", "Related operation is currently in progress.", "The
+// following disks are locked: ...". Older engines send them with 400, newer
+// ones with 409. Other 409s (low disk space, illegal storage-domain status,
+// NIC name in use, network not in cluster, VM running) are not locks.
 var lockPhrases = []string{
 	"is locked",
 	"are locked",
 	"image_locked",
+	"image locked status",
 	"currently in progress",
 	"try again in a few minutes",
 	"lock is already taken",
