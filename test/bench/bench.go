@@ -304,7 +304,7 @@ func (r *Runner) createMachines(ctx context.Context, cluster *clusterv1.Cluster,
 				// Names are unique across scenarios, as VM and Node names are in real life.
 				name := fmt.Sprintf("%s-%04d", prefix, i)
 				err := func() error {
-					if err := c.Create(ctx, harness.BootstrapSecret(cluster.Namespace, name+"-bootstrap", cluster.Name, "#cloud-config\n", "cloud-config")); err != nil {
+					if err := c.Create(ctx, harness.BootstrapSecret(cluster.Namespace, name+"-bootstrap", cluster.Name, `{"ignition":{"version":"3.2.0"}}`, "ignition")); err != nil {
 						return err
 					}
 					m := harness.Machine(cluster, name, name+"-bootstrap")

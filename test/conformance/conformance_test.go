@@ -40,7 +40,7 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		oc := harness.OVirtCluster(cluster, endpointHost, 6443)
 		Expect(mgmt.Create(ctx, oc)).To(Succeed())
 		Expect(mgmt.Create(ctx, harness.KubeconfigSecret(cluster, stack.WorkloadKubeconfig))).To(Succeed())
-		Expect(mgmt.Create(ctx, harness.BootstrapSecret(ns, "bootstrap-data", clusterName, "#cloud-config\nruncmd: [kubeadm join]\n", "cloud-config"))).To(Succeed())
+		Expect(mgmt.Create(ctx, harness.BootstrapSecret(ns, "bootstrap-data", clusterName, `{"ignition":{"version":"3.2.0"}}`, "ignition"))).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			c := &clusterv1.Cluster{}

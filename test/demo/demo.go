@@ -49,7 +49,10 @@ func Run(ctx context.Context, opts Options) error {
 	seed := ovirtsim.DemoSeed()
 	// Realistic, short: oVirt takes a few seconds to copy disks and boot VMs.
 	seed.Timings = ovirtsim.Timings{ImageLock: 3 * time.Second, CloneFactor: 2, DiskLock: time.Second,
-		WaitForLaunch: time.Second, PoweringUp: 2 * time.Second, PoweringDown: time.Second, GuestAgentDelay: time.Second}
+		WaitForLaunch: time.Second, PoweringUp: 2 * time.Second, PoweringDown: time.Second, GuestAgentDelay: time.Second,
+		// The workers' ubuntu-22.04 has no guest agent: VDSM keeps such VMs powering_up (about 60 s
+		// on a real host; shortened for the demo).
+		NoAgentPoweringUp: 15 * time.Second}
 	seed.Latency = []ovirtsim.LatencyRule{{Min: 5 * time.Millisecond, Max: 20 * time.Millisecond}}
 
 	stack, err := harness.StartStack(ctx, harness.StackOptions{

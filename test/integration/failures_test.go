@@ -24,7 +24,7 @@ func TestMissingTemplateIsReportedAndRetried(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	spec := vmSpec()
 	spec.Template = "centos-9-" + tc.ns
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, cloudConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.TemplateNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: spec.Template})
 	g.Expect(v1beta1conditions.GetReason(got, clusterv1beta1.ReadyCondition)).To(Equal(infrav1.TemplateNotFoundReason))
@@ -43,7 +43,7 @@ func TestMissingOVirtClusterIsReported(t *testing.T) {
 	spec := vmSpec()
 	spec.OVirtCluster = "Nowhere"
 	spec.Template = "rhcos-4.14"
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	// The template lookup is scoped to the cluster, so either lookup may fail first; the
 	// operator reads which one.
 	NewWithT(t).Eventually(func(g Gomega) {
@@ -64,7 +64,7 @@ func TestMissingStorageDomainIsReported(t *testing.T) {
 		spec := vmSpec()
 		spec.StorageDomainName = sd
 		spec.DiskClone = ptr.To(true)
-		_, om := tc.newMachine(t, spec, "#cloud-config\n")
+		_, om := tc.newMachine(t, spec, ignitionConfig)
 		eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
 			Reason: infrav1.StorageDomainNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: sd})
 		_, exists := sim.VMByName(om.Name)
@@ -100,7 +100,7 @@ func TestDiskSmallerThanTemplateStopsWithoutRetryStorm(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	spec := vmSpec()
 	spec.OSDiskSizeGB = 10 // the template disk is 16 GiB
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineDiskResizedCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.DiskSmallerThanTemplateReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "16 GiB"})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineDiskResizedCondition)).To(ContainSubstring("osdisksizegb >= 16"))
@@ -122,7 +122,7 @@ func TestMissingVnicProfileIsReportedByName(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	spec := vmSpec()
 	spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt"}, {VnicProfile: "backup-" + tc.ns}}
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineNetworkSetCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.VnicProfileNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: `"backup-` + tc.ns + `" (spec.nics[1].vnicprofile)`})
 	vm, _ := sim.VMByName(om.Name)
@@ -143,7 +143,7 @@ func TestTwoNICsAndATemplateWithTwoDisks(t *testing.T) {
 	spec.Template = "ubuntu-22.04"
 	spec.OSDiskSizeGB = 20
 	spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt"}, {VnicProfile: "storage"}}
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, cloudConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue})
 	vm, _ := sim.VMByName(om.Name)
 	g.Expect(vm.NICs).To(HaveLen(2))
@@ -156,6 +156,7 @@ func TestTwoNICsAndATemplateWithTwoDisks(t *testing.T) {
 			g.Expect(d.SizeGB).To(BeEquivalentTo(5))
 		}
 	}
+	g.Expect(vm.HostName).To(Equal(om.Name), "cloud-init gets the machine name as host name")
 	got := getOM(g, om)
 	g.Expect(got.Status.SystemDiskIDs).To(HaveLen(2), "both template disks are system disks")
 	// The second template disk is not bootable, yet it does not block deletion.
@@ -165,7 +166,7 @@ func TestTwoNICsAndATemplateWithTwoDisks(t *testing.T) {
 func TestNodeNotYetRegisteredKeepsTheMachineUnready(t *testing.T) {
 	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
-	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.K8sProviderIDSetupCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.WaitingForNodeReason, Severity: clusterv1beta1.ConditionSeverityInfo, Message: "register as a Node"})
 	g.Consistently(func(g Gomega) { g.Expect(getOM(g, om).Status.Ready).To(BeFalse()) }, "1s", "200ms").Should(Succeed())
@@ -175,7 +176,7 @@ func TestNodeNotYetRegisteredKeepsTheMachineUnready(t *testing.T) {
 func TestVMDeletedOutOfBandIsAFailure(t *testing.T) {
 	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
-	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
 	g.Expect(sim.DeleteVM(vm.ID)).To(Succeed())
 	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionFalse,

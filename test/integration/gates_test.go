@@ -70,7 +70,7 @@ func TestDiskAliasesFollowTheGates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			tc := newTestCluster(t, tt.filter)
-			_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+			_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 			eventuallyCondition(t, om, condition{Type: infrav1.MachineDiskResizedCondition, Status: corev1.ConditionTrue})
 			vm, _ := sim.VMByName(om.Name)
 			g.Expect(vm.Disks).To(HaveLen(1))
@@ -117,7 +117,7 @@ func TestCloneResolution(t *testing.T) {
 			spec := vmSpec()
 			spec.Provider = tt.provider
 			spec.DiskClone = tt.machine
-			_, om := tc.newMachine(t, spec, "#cloud-config\n")
+			_, om := tc.newMachine(t, spec, ignitionConfig)
 			vm := eventuallyVM(t, om.Name, nil)
 			g.Expect(vm.Clone).To(Equal(tt.want))
 			eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
@@ -137,7 +137,7 @@ func TestStorageDomainOverrideOnlyWithClone(t *testing.T) {
 	spec := vmSpec()
 	spec.StorageDomainName = "fast"
 	spec.DiskClone = ptr.To(true)
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionTrue})
 	vm, _ := sim.VMByName(om.Name)
 	g.Expect(vm.Clone).To(BeTrue())
@@ -146,7 +146,7 @@ func TestStorageDomainOverrideOnlyWithClone(t *testing.T) {
 
 	// Not cloned: another domain cannot be used; the message names the three ways out.
 	spec.DiskClone = ptr.To(false)
-	_, om = tc.newMachine(t, spec, "#cloud-config\n")
+	_, om = tc.newMachine(t, spec, ignitionConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.StorageDomainRequiresCloneReason, Severity: clusterv1beta1.ConditionSeverityWarning})
 	msg := got.Status.Conditions[0].Message
@@ -162,7 +162,7 @@ func TestStorageDomainOverrideOnlyWithClone(t *testing.T) {
 
 	// The template's own domain needs no clone.
 	spec.StorageDomainName = "data"
-	_, om = tc.newMachine(t, spec, "#cloud-config\n")
+	_, om = tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionTrue})
 	vm, _ = sim.VMByName(om.Name)
 	g.Expect(vm.Clone).To(BeFalse())
@@ -177,7 +177,7 @@ func TestStorageDomainOverrideOnlyWithClone(t *testing.T) {
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
 	spec = vmSpec()
 	spec.Provider = p.Name
-	_, om = tc.newMachine(t, spec, "#cloud-config\n")
+	_, om = tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionTrue})
 	vm, _ = sim.VMByName(om.Name)
 	g.Expect(vm.Disks[0].StorageDomain).To(Equal("fast"))

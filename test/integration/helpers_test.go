@@ -64,7 +64,16 @@ func newTestCluster(t *testing.T, filter string) *testCluster {
 	return &testCluster{ns: ns, filter: filter, cluster: cluster}
 }
 
-// vmSpec is the product doc's example machine.
+// Realistic bootstrap data: Ignition for rhcos_x64 templates, cloud-config for the others (the
+// Engine refuses to start an rhcos_x64 VM whose custom script is not Ignition JSON).
+const (
+	ignitionConfig = `{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core"}]}}`
+	cloudConfig    = "#cloud-config\nruncmd: [kubeadm join]\n"
+	// noAgentTemplate is a cloud-init template whose image has no qemu-guest-agent.
+	noAgentTemplate = "debian-12-minimal"
+)
+
+// vmSpec is the product doc's example machine (rhcos-4.14: Ignition bootstrap data).
 func vmSpec() infrav1.OVirtVMSpec {
 	return infrav1.OVirtVMSpec{
 		Provider: mainProvider, OVirtCluster: "Default", Template: "rhcos-4.14",
@@ -76,8 +85,8 @@ func vmSpec() infrav1.OVirtVMSpec {
 	}
 }
 
-// newMachine creates a Machine (with bootstrap data unless bootstrap is "") and its
-// OVirtMachine. The machine name is unique in the simulator.
+// newMachine creates a Machine (with bootstrap data unless bootstrap is "", format ignition when
+// it is JSON, else cloud-config) and its OVirtMachine. The machine name is unique in the simulator.
 func (tc *testCluster) newMachine(t *testing.T, spec infrav1.OVirtVMSpec, bootstrap string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
 	t.Helper()
 	g := NewWithT(t)
@@ -86,7 +95,11 @@ func (tc *testCluster) newMachine(t *testing.T, spec infrav1.OVirtVMSpec, bootst
 	secret := ""
 	if bootstrap != "" {
 		secret = name + "-bootstrap"
-		g.Expect(k8s.Create(ctx, harness.BootstrapSecret(tc.ns, secret, tc.cluster.Name, bootstrap, "cloud-config"))).To(Succeed())
+		format := "cloud-config"
+		if strings.HasPrefix(bootstrap, "{") {
+			format = "ignition"
+		}
+		g.Expect(k8s.Create(ctx, harness.BootstrapSecret(tc.ns, secret, tc.cluster.Name, bootstrap, format))).To(Succeed())
 	}
 	m := harness.Machine(tc.cluster, name, secret)
 	for k, v := range filterLabels(tc.filter) {

@@ -126,11 +126,17 @@ func newSimulator() (*ovirtsim.Simulator, error) {
 				{Alias: "ubuntu-22.04_Disk1", SizeGB: 10, Format: "cow", StorageDomain: "data", Bootable: true},
 				{Alias: "ubuntu-22.04_Disk2", SizeGB: 5, Format: "cow", StorageDomain: "data"},
 			}}).
+		WithTemplate(ovirtsim.Template{Name: "rhcos-4.14-replicated", Cluster: "Default", OSType: "rhcos_x64", Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096,
+			Disks: []ovirtsim.TemplateDisk{{Alias: "rhcos-4.14-replicated_Disk1", SizeGB: 16, Format: "cow", StorageDomain: "data", StorageDomains: []string{"fast"}, Bootable: true}}}).
+		WithTemplate(ovirtsim.Template{Name: noAgentTemplate, Cluster: "Default", OSType: "debian_12", Sockets: 1, Cores: 1, Threads: 1, MemoryMB: 1024, NoGuestAgent: true,
+			Disks: []ovirtsim.TemplateDisk{{Alias: noAgentTemplate + "_Disk1", SizeGB: 8, Format: "cow", StorageDomain: "data", Bootable: true}}}).
 		WithVnicProfile(ovirtsim.VnicProfile{Name: "ovirtmgmt", Network: "ovirtmgmt"}).
 		WithVnicProfile(ovirtsim.VnicProfile{Name: "storage", Network: "storage"}).
 		WithTimings(ovirtsim.Timings{
 			ImageLock: 300 * time.Millisecond, DiskLock: 200 * time.Millisecond,
 			WaitForLaunch: 100 * time.Millisecond, PoweringUp: 200 * time.Millisecond, PoweringDown: 200 * time.Millisecond,
+			// VDSM keeps a VM without guest agent powering_up for about 60 s; shortened here.
+			NoAgentPoweringUp: 2 * time.Second,
 		}).
 		Build()
 }

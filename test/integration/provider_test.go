@@ -64,7 +64,7 @@ func machineOf(t *testing.T, p *infrav1.OVirtProvider) *infrav1.OVirtMachine {
 	tc := newTestCluster(t, mainFilter)
 	spec := vmSpec()
 	spec.Provider = p.Name
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	return om
 }
 
@@ -198,7 +198,7 @@ func TestMissingProviderWaitsWithoutFailure(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	spec := vmSpec()
 	spec.Provider = "later-" + tc.ns
-	_, om := tc.newMachine(t, spec, "#cloud-config\n")
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	m := eventuallyCondition(t, om, condition{Type: infrav1.CanConnectToOVirtCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.ProviderNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: spec.Provider})
 	g.Expect(m.Status.FailureReason).To(BeNil())

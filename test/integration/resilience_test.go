@@ -56,7 +56,7 @@ func TestCrashAfterCreateAdoptsTheVM(t *testing.T) {
 	ctx := context.Background()
 	tc := newTestCluster(t, mainFilter)
 	setPaused(t, tc.cluster, true)
-	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	om = getOM(g, om)
 
 	// "The lost create": the VM exists in oVirt with this machine's marker, status knows nothing.
@@ -87,7 +87,7 @@ func TestAForeignVMWithTheSameNameIsNeverTakenOver(t *testing.T) {
 	ctx := context.Background()
 	tc := newTestCluster(t, mainFilter)
 	setPaused(t, tc.cluster, true)
-	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	oc := ovirtClient(t)
 	cl, _ := oc.FindCluster(ctx, "Default")
 	tpl, _ := oc.FindTemplate(ctx, "rhcos-4.14", "Default")
@@ -110,7 +110,7 @@ func TestPausedClusterChangesNothingInOVirt(t *testing.T) {
 	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
 	setPaused(t, tc.cluster, true)
-	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
 		g.Expect(v1beta2conditions.IsTrue(om, infrav1.PausedV1Beta2Condition)).To(BeTrue())
 	})
@@ -158,7 +158,7 @@ func TestLeaderElectionLetsOneManagerAct(t *testing.T) {
 	defer b.Kill()
 
 	tc := newTestCluster(t, filter)
-	_, om := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue})
 	created := func(p interface{ Logs() string }) bool { return strings.Contains(p.Logs(), "\tCreated VM\t") }
 	leader, follower := a, b
@@ -171,7 +171,7 @@ func TestLeaderElectionLetsOneManagerAct(t *testing.T) {
 
 	// The leader dies: the follower takes over within the lease duration.
 	leader.Kill()
-	_, om2 := tc.newMachine(t, vmSpec(), "#cloud-config\n")
+	_, om2 := tc.newMachine(t, vmSpec(), ignitionConfig)
 	NewWithT(t).Eventually(func() bool { return follower.LogContains("Successfully acquired lease") }, 30*time.Second, interval).Should(BeTrue())
 	eventuallyCondition(t, om2, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue})
 	g.Expect(created(follower)).To(BeTrue())
@@ -188,7 +188,7 @@ func TestManagerLogsItsFeatureGatesAndNoSecrets(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer p.Kill()
 	tc := newTestCluster(t, "gates-log")
-	secretScript := "#cloud-config\npassword: s3cr3t-bootstrap-" + tc.ns + "\n"
+	secretScript := `{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core","passwordHash":"s3cr3t-bootstrap-` + tc.ns + `"}]}}`
 	_, om := tc.newMachine(t, vmSpec(), secretScript)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue})
 	deleteAndWait(t, om)
