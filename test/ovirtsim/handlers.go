@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/xml"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,6 +254,7 @@ func hCluster(s *Simulator, rq *apiReq) {
 }
 
 func hClusterNetworks(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/clusters/" + rq.ids[0], "cluster"}
 	s.mu.RLock()
 	c := s.inv.cluster(rq.ids[0])
 	var out []*ovirtsdk.Network
@@ -326,6 +328,7 @@ func hDataCenter(s *Simulator, rq *apiReq) {
 }
 
 func hDataCenterClusters(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/datacenters/" + rq.ids[0], "data_center"}
 	s.mu.RLock()
 	dc := s.inv.dcByID(rq.ids[0])
 	var out []*ovirtsdk.Cluster
@@ -345,6 +348,7 @@ func hDataCenterClusters(s *Simulator, rq *apiReq) {
 }
 
 func hDataCenterSDs(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/datacenters/" + rq.ids[0], "data_center"}
 	s.mu.RLock()
 	dc := s.inv.dcByID(rq.ids[0])
 	var out []*ovirtsdk.StorageDomain
@@ -585,6 +589,7 @@ func hTemplate(s *Simulator, rq *apiReq) {
 }
 
 func hTemplateAttachments(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/templates/" + rq.ids[0], "template"}
 	s.mu.RLock()
 	rc, aerr := s.renderCtx(rq)
 	t := s.inv.template(rq.ids[0])
@@ -604,6 +609,7 @@ func hTemplateAttachments(s *Simulator, rq *apiReq) {
 }
 
 func hTemplateAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/templates/" + rq.ids[0], "template"}
 	s.mu.RLock()
 	rc, aerr := s.renderCtx(rq)
 	t := s.inv.template(rq.ids[0])
@@ -629,6 +635,7 @@ func hTemplateAttachment(s *Simulator, rq *apiReq) {
 }
 
 func hTemplateNICs(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/templates/" + rq.ids[0], "template"}
 	s.mu.RLock()
 	t := s.inv.template(rq.ids[0])
 	var sl *ovirtsdk.NicSlice
@@ -1001,7 +1008,7 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	v, aerr := s.inv.createVM(sp, now, s.timings)
 	var o *ovirtsdk.Vm
 	if aerr == nil {
-		// The engine answers before the disks exist: always image_locked.
+		// The engine answers before the disks exist: image_locked.
 		o = renderVM(v, &renderCtx{now: now, guestAgent: s.guestAgent}, "image_locked")
 	}
 	s.mu.Unlock()
@@ -1010,7 +1017,37 @@ func hAddVM(s *Simulator, rq *apiReq) {
 		return
 	}
 	rq.w.Header().Set("Location", apiPrefix+"/vms/"+v.id)
-	writeOne(rq, 201, o, ovirtsdk.XMLVmWriteOne)
+	status := http.StatusCreated
+	switch {
+	case expects201(rq.r):
+		// The engine waits for the command's tasks, then answers 201 with the VM as it is then.
+		s.pause(rq.r.Context(), time.Until(v.unlockAt))
+		s.mu.RLock()
+		if cur := s.inv.vms[v.id]; cur != nil {
+			o = renderVM(cur, &renderCtx{now: time.Now(), guestAgent: s.guestAgent}, "")
+		}
+		s.mu.RUnlock()
+	case len(v.disks) > 0:
+		// Copying or snapshotting the template disks are async tasks:
+		// 202 Accepted with the creation status (AbstractBackendCollectionResource).
+		status = http.StatusAccepted
+		rq.extra = "<creation_status>pending</creation_status>"
+	}
+	writeOne(rq, status, o, ovirtsdk.XMLVmWriteOne)
+}
+
+// expectHeader is what the simulator's listener renames an "Expect" request
+// header to: Go's net/http server answers 417 to any Expect but 100-continue.
+const expectHeader = "Xxpect"
+
+// expects201 reports whether the request sent "Expect: 201-created".
+func expects201(r *http.Request) bool {
+	for _, h := range []string{"Expect", expectHeader} {
+		if strings.EqualFold(strings.TrimSpace(r.Header.Get(h)), "201-created") {
+			return true
+		}
+	}
+	return false
 }
 
 // vmUpdateOf decodes the fields present in a VM update body.
@@ -1199,6 +1236,7 @@ func (s *Simulator) mutateVM(rq *apiReq, f func(v *vm, rc *renderCtx) (func(), *
 }
 
 func hAttachments(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.DiskAttachmentSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		sl = renderAttachments(v.disks, rc.follows("disk"), rc.now)
@@ -1210,6 +1248,7 @@ func hAttachments(s *Simulator, rq *apiReq) {
 }
 
 func hAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var o *ovirtsdk.DiskAttachment
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		d := v.attachment(rq.ids[1])
@@ -1225,6 +1264,7 @@ func hAttachment(s *Simulator, rq *apiReq) {
 }
 
 func hAddAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "disk_attachment", ovirtsdk.XMLDiskAttachmentReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1277,6 +1317,7 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 }
 
 func hUpdateAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "disk_attachment", ovirtsdk.XMLDiskAttachmentReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1345,6 +1386,7 @@ func hRemoveAttachment(s *Simulator, rq *apiReq) {
 // ---- NICs and reported devices
 
 func hNICs(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.NicSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		sl = renderNICs(v, rc, rc.follows("reported_devices"))
@@ -1356,6 +1398,7 @@ func hNICs(s *Simulator, rq *apiReq) {
 }
 
 func hNIC(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var o *ovirtsdk.Nic
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		n := v.nicByID(rq.ids[1])
@@ -1393,6 +1436,7 @@ func nicSpecOf(n *ovirtsdk.Nic) *nicSpec {
 }
 
 func hAddNIC(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "nic", ovirtsdk.XMLNicReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1414,6 +1458,7 @@ func hAddNIC(s *Simulator, rq *apiReq) {
 }
 
 func hUpdateNIC(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "nic", ovirtsdk.XMLNicReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1453,6 +1498,7 @@ func writeReportedDevices(rq *apiReq, sl *ovirtsdk.ReportedDeviceSlice) {
 }
 
 func hReportedDevices(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.ReportedDeviceSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		sl = reportedDevices(v, rc, nil)
@@ -1464,6 +1510,7 @@ func hReportedDevices(s *Simulator, rq *apiReq) {
 }
 
 func hNICReportedDevices(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0] + "/nics/" + rq.ids[1], "nic"}
 	var sl *ovirtsdk.ReportedDeviceSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		n := v.nicByID(rq.ids[1])

@@ -76,7 +76,8 @@ func TestClustersNetworksAndDataCenters(t *testing.T) {
 	_, err = sys.ClustersService().ClusterService("no-such-id").Get().Send()
 	nf, ok := errAs[*ovirtsdk.NotFoundError](err)
 	g.Expect(ok).To(BeTrue(), "got %T %v", err, err)
-	g.Expect(nf.Error()).To(ContainSubstring(`Fault detail is "Entity not found: no-such-id"`))
+	// The engine answers a GET of a missing entity with a bare 404: no <fault>.
+	g.Expect(nf.Error()).NotTo(ContainSubstring("Fault detail"))
 }
 
 func TestVnicProfilesAreListedWithTheirNetwork(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // apiError is an engine fault: HTTP status plus <fault><reason/><detail/></fault>.
 type apiError struct {
 	status         int
-	reason, detail string
+	reason, detail string // both empty: answer with no body (the engine's bare 404)
 }
 
 func (e *apiError) Error() string {
@@ -157,7 +157,7 @@ func usableSD(sd *storageDomain, dc *dataCenter, action string) *apiError {
 		return cannot(400, action, fmt.Sprintf("Storage Domain %s is not a data domain.", sd.name))
 	}
 	if sd.status != "active" {
-		return cannot(400, action, fmt.Sprintf("The relevant Storage Domain's status is %s.", capitalise(sd.status)))
+		return cannot(409, action, fmt.Sprintf("The relevant Storage Domain's status is %s.", capitalise(sd.status)))
 	}
 	return nil
 }
@@ -189,7 +189,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		return nil, cannot(400, action, badNameWhy)
 	}
 	if inv.vmByExactName(sp.name) != nil {
-		return nil, cannot(400, action, dupNameWhy)
+		return nil, cannot(409, action, dupNameWhy)
 	}
 	if t.cluster != nil && t.cluster.dc != cl.dc {
 		return nil, cannot(400, action, "Template is not present in the Data Center of the Cluster.")
@@ -245,7 +245,8 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 			}
 		}
 		if td == nil {
-			return nil, cannot(400, action, fmt.Sprintf("Disk %s does not belong to the template %s.", o.diskID, t.name))
+			// BackendVmsResource looks the disk up among the template's: 404 with no body.
+			return nil, &apiError{404, "", ""}
 		}
 		ovs[td] = o
 	}
@@ -262,7 +263,8 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 			if o.sdID != "" || o.sdName != "" {
 				sd, aerr := inv.resolveSD(o.sdID, o.sdName)
 				if aerr != nil {
-					return nil, aerr
+					// The engine checks the override map before looking the domain up: 400, not 404.
+					return nil, cannot(400, action, "Storage Domain doesn't exist.")
 				}
 				if !sp.clone && sd != td.sd {
 					return nil, cannot(400, action, "The Template that the VM is based on does not exist on the Storage Domain.")
@@ -295,7 +297,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	}
 	for _, sd := range inv.sds { // deterministic order
 		if n, ok := need[sd]; ok && sd.freeGB < n {
-			return nil, cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
+			return nil, cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
 		}
 	}
 
@@ -416,7 +418,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 			return cannot(400, action, badNameWhy)
 		}
 		if inv.vmByExactName(n.name) != nil {
-			return cannot(400, action, dupNameWhy)
+			return cannot(409, action, dupNameWhy)
 		}
 	}
 	if aerr := validateShape(&n, action); aerr != nil {
@@ -539,7 +541,7 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 		}
 		delta = ceilGiB(*e.sizeBytes) - d.sizeGB()
 		if delta > d.sd.freeGB {
-			return cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", d.sd.name))
+			return cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", d.sd.name))
 		}
 	}
 	if e.iface != nil && !slices.Contains(diskInterfaces, *e.iface) {
@@ -653,7 +655,7 @@ func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk
 	}
 	gb := ceilGiB(sp.sizeBytes)
 	if sd.freeGB < gb {
-		return nil, cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
+		return nil, cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
 	}
 	d := &disk{id: inv.newID(), alias: sp.alias, description: sp.description, sizeBytes: sp.sizeBytes,
 		format: format, sparse: sparse, sd: sd, iface: "virtio_scsi", consumedGB: gb,
@@ -720,7 +722,7 @@ func (inv *inventory) nicProfile(v *vm, sp *nicSpec, action string) (*vnicProfil
 		return nil, cannot(400, action, "The specified vNIC profile doesn't exist.")
 	}
 	if !slices.Contains(v.cluster.networks, p.net) {
-		return nil, cannot(400, action, fmt.Sprintf("Network %s is not attached to the Cluster %s of the VM.", p.net.name, v.cluster.name))
+		return nil, cannot(409, action, fmt.Sprintf("Network %s is not attached to the Cluster %s of the VM.", p.net.name, v.cluster.name))
 	}
 	return p, nil
 }
@@ -740,7 +742,7 @@ func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError
 	}
 	for _, n := range v.nics {
 		if n.name == sp.name {
-			return nil, cannot(400, action, "Interface name is already in use.")
+			return nil, cannot(409, action, "Interface name is already in use.")
 		}
 	}
 	p, aerr := inv.nicProfile(v, sp, action)
@@ -776,7 +778,7 @@ func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiE
 	if sp.name != "" && sp.name != n.name {
 		for _, o := range v.nics {
 			if o.name == sp.name {
-				return cannot(400, action, "Interface name is already in use.")
+				return cannot(409, action, "Interface name is already in use.")
 			}
 		}
 	}

@@ -219,7 +219,7 @@ func (b *Builder) Build() (*Simulator, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0), // TLS handshake failures are expected in TLS tests
 	}
-	go func() { _ = s.srv.ServeTLS(ln, "", "") }() // returns ErrServerClosed on Close
+	go func() { _ = s.srv.Serve(expectListener{tls.NewListener(ln, s.srv.TLSConfig)}) }() // returns ErrServerClosed on Close
 	return s, nil
 }
 
