@@ -24,6 +24,7 @@ func apiRoutes() []route {
 		newRoute("GET", "/datacenters/{id}", hDataCenter),
 		newRoute("GET", "/datacenters/{id}/clusters", hDataCenterClusters),
 		newRoute("GET", "/datacenters/{id}/storagedomains", hDataCenterSDs),
+		newRoute("GET", "/datacenters/{id}/storagedomains/{id}", hDataCenterSD),
 		newRoute("GET", "/networks", hNetworks),
 		newRoute("GET", "/networks/{id}", hNetwork),
 		newRoute("GET", "/vnicprofiles", hProfiles),
@@ -100,8 +101,9 @@ func (s *Simulator) renderCtx(rq *apiReq) (*renderCtx, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, allContent: all}
-	if f := rq.q.Get("follow"); f != "" {
+	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, allContent: all, guest: &s.guestIfaces,
+		rng: shuffleRand(uint64(s.built.RandomSeed), s.renders.Add(1))}
+	if f := rq.q.Get("follow"); f != "" && !s.ignoreFollow {
 		rc.follow = map[string]bool{}
 		for _, p := range strings.Split(f, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -354,7 +356,7 @@ func hDataCenterSDs(s *Simulator, rq *apiReq) {
 	var out []*ovirtsdk.StorageDomain
 	for _, sd := range s.inv.sds {
 		if dc != nil && sd.dc == dc {
-			out = append(out, renderSD(sd))
+			out = append(out, renderSD(sd, true))
 		}
 	}
 	s.mu.RUnlock()
@@ -363,6 +365,25 @@ func hDataCenterSDs(s *Simulator, rq *apiReq) {
 		return
 	}
 	writeSDs(rq, out)
+}
+
+// hDataCenterSD is an attached storage domain as its data center sees it:
+// the place where the engine reports its status.
+func hDataCenterSD(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/datacenters/" + rq.ids[0], "data_center"}
+	s.mu.RLock()
+	dc := s.inv.dcByID(rq.ids[0])
+	sd := s.inv.storageDomain(rq.ids[1])
+	var o *ovirtsdk.StorageDomain
+	if dc != nil && sd != nil && sd.dc == dc {
+		o = renderSD(sd, true)
+	}
+	s.mu.RUnlock()
+	if o == nil {
+		rq.fault(notFound(rq.ids[len(rq.ids)-1]))
+		return
+	}
+	writeOne(rq, 200, o, ovirtsdk.XMLStorageDomainWriteOne)
 }
 
 var networkFields = []string{"name", "datacenter", "comment", "description"}
@@ -476,7 +497,7 @@ func hSDs(s *Simulator, rq *apiReq) {
 			return ""
 		}
 		if sq.match(get, cs) {
-			out = append(out, renderSD(sd))
+			out = append(out, renderSD(sd, false))
 		}
 	}
 	s.mu.RUnlock()
@@ -494,7 +515,7 @@ func hSD(s *Simulator, rq *apiReq) {
 	sd := s.inv.storageDomain(rq.ids[0])
 	var o *ovirtsdk.StorageDomain
 	if sd != nil {
-		o = renderSD(sd)
+		o = renderSD(sd, false)
 	}
 	s.mu.RUnlock()
 	if o == nil {
@@ -1179,6 +1200,10 @@ func (s *Simulator) vmAction(rq *apiReq, op func(v *vm, now time.Time, tm Timing
 
 func hStart(s *Simulator, rq *apiReq) {
 	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+		if !s.guestAgent || v.noAgent {
+			// Without an agent VDSM reports Up only after its timeout.
+			tm.PoweringUp = tm.NoAgentPoweringUp
+		}
 		return s.inv.startVM(v, now, tm), "Launching VM " + v.name, now.Add(tm.WaitForLaunch + tm.PoweringUp)
 	})
 }
@@ -1501,7 +1526,7 @@ func hReportedDevices(s *Simulator, rq *apiReq) {
 	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.ReportedDeviceSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
-		sl = reportedDevices(v, rc, nil)
+		sl = reportedDevices(v, rc)
 		return nil
 	})
 	if sl != nil {
@@ -1513,11 +1538,11 @@ func hNICReportedDevices(s *Simulator, rq *apiReq) {
 	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0] + "/nics/" + rq.ids[1], "nic"}
 	var sl *ovirtsdk.ReportedDeviceSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
-		n := v.nicByID(rq.ids[1])
-		if n == nil {
+		if v.nicByID(rq.ids[1]) == nil {
 			return notFound(rq.ids[1])
 		}
-		sl = reportedDevices(v, rc, n)
+		// Every NIC answers with the VM's whole list, as the engine does.
+		sl = reportedDevices(v, rc)
 		return nil
 	})
 	if sl != nil {

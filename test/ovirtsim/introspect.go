@@ -14,6 +14,9 @@ type VMState struct {
 	Name string `json:"name"`
 	// Cluster is the cluster name.
 	Cluster string `json:"cluster"`
+	// NoGuestAgent is true when this VM has no guest agent (its template's
+	// no_guest_agent or SetVMGuestAgent); the global switch is in Settings.
+	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
 	// Template is the name of the source template (also after clone=true).
 	Template string `json:"template"`
 	// TemplateVersion is the version number of the source template.
@@ -160,14 +163,18 @@ type JobState struct {
 
 // Settings are the current run-time settings.
 type Settings struct {
-	Username     string        `json:"username"`
-	TokenTTL     Duration      `json:"token_ttl"`
-	ActiveTokens int           `json:"active_tokens"`
-	GuestAgent   bool          `json:"guest_agent"`
-	RandomSeed   int64         `json:"random_seed"`
-	Timings      Timings       `json:"timings"`
-	Latency      []LatencyRule `json:"latency"`
-	Faults       []FaultRule   `json:"faults"`
+	Username     string   `json:"username"`
+	TokenTTL     Duration `json:"token_ttl"`
+	ActiveTokens int      `json:"active_tokens"`
+	GuestAgent   bool     `json:"guest_agent"`
+	// IgnoreFollow is true while follow= is ignored.
+	IgnoreFollow bool `json:"ignore_follow"`
+	// GuestInterfaces is what guest agents report besides lo and ethN.
+	GuestInterfaces GuestInterfaces `json:"guest_interfaces"`
+	RandomSeed      int64           `json:"random_seed"`
+	Timings         Timings         `json:"timings"`
+	Latency         []LatencyRule   `json:"latency"`
+	Faults          []FaultRule     `json:"faults"`
 }
 
 func diskState(d *disk, now time.Time) DiskState {
@@ -181,7 +188,7 @@ func diskState(d *disk, now time.Time) DiskState {
 }
 
 func vmState(v *vm, now time.Time, guestAgent bool) VMState {
-	st := VMState{ID: v.id, Name: v.name, Cluster: v.cluster.name, Template: v.template.name,
+	st := VMState{ID: v.id, Name: v.name, Cluster: v.cluster.name, NoGuestAgent: v.noAgent, Template: v.template.name,
 		TemplateVersion: v.template.version, Status: v.status(now), Clone: v.clone,
 		Comment: v.comment, Description: v.description, CustomScript: v.customScript, HostName: v.hostName,
 		OSType: v.osType, Type: v.vmType, Sockets: v.sockets, Cores: v.cores, Threads: v.thr,
@@ -362,6 +369,7 @@ func (s *Simulator) Dump() State {
 		st.Jobs = append(st.Jobs, JobState{j.id, j.corr, j.description, j.status(now), j.start, j.end})
 	}
 	st.Settings.Timings, st.Settings.GuestAgent = s.timings, s.guestAgent
+	st.Settings.IgnoreFollow, st.Settings.GuestInterfaces = s.ignoreFollow, s.guestIfaces
 	s.mu.RUnlock()
 
 	s.authMu.RLock()

@@ -201,7 +201,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		return nil, cannot(400, action, "Template's image is illegal.")
 	}
 
-	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone,
+	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone, noAgent: t.noAgent,
 		comment: sp.comment, description: sp.description, customScript: sp.customScript, hostName: sp.hostName,
 		osType: sp.osType, vmType: sp.vmType,
 		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
@@ -258,7 +258,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	places := make([]placement, len(t.disks))
 	need := map[*storageDomain]int64{}
 	for i, td := range t.disks {
-		p := placement{sd: td.sd, format: td.format, sparse: td.sparse}
+		p := placement{sd: td.pickDomain(), format: td.format, sparse: td.sparse}
 		if o := ovs[td]; o != nil {
 			if o.sdID != "" || o.sdName != "" {
 				sd, aerr := inv.resolveSD(o.sdID, o.sdName)
@@ -266,7 +266,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 					// The engine checks the override map before looking the domain up: 400, not 404.
 					return nil, cannot(400, action, "Storage Domain doesn't exist.")
 				}
-				if !sp.clone && sd != td.sd {
+				if !sp.clone && !td.onDomain(sd) {
 					return nil, cannot(400, action, "The Template that the VM is based on does not exist on the Storage Domain.")
 				}
 				p.sd = sd
@@ -820,4 +820,21 @@ func (inv *inventory) removeNIC(v *vm, n *nic, now time.Time) *apiError {
 	}
 	v.nics = slices.DeleteFunc(v.nics, func(e *nic) bool { return e == n })
 	return nil
+}
+
+// onDomain reports whether a template disk has a copy on sd.
+func (d *disk) onDomain(sd *storageDomain) bool {
+	return d.sd == sd || slices.Contains(d.copies, sd)
+}
+
+// pickDomain is where the engine puts a VM disk made from template disk d
+// without an override: the first active domain holding a copy (the disk's
+// own domain if none is active, so that validation reports its status).
+func (d *disk) pickDomain() *storageDomain {
+	for _, sd := range append([]*storageDomain{d.sd}, d.copies...) {
+		if sd.status == "active" {
+			return sd
+		}
+	}
+	return d.sd
 }

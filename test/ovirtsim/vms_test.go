@@ -378,8 +378,8 @@ func TestVMSearchAndFollow(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	v := r.MustVms().Slice()[0]
 	g.Expect(v.MustDiskAttachments().Slice()[0].MustDisk().MustAlias()).To(Equal("rhcos-4.14_Disk1"))
-	g.Expect(v.MustNics().Slice()[0].MustReportedDevices().Slice()).To(HaveLen(1))
-	g.Expect(v.MustReportedDevices().Slice()).To(HaveLen(1))
+	g.Expect(v.MustNics().Slice()[0].MustReportedDevices().Slice()).To(HaveLen(6), "the VM-wide list")
+	g.Expect(v.MustReportedDevices().Slice()).To(HaveLen(6))
 	plain := getVM(t, conn, a, "")
 	das, ok := plain.DiskAttachments()
 	g.Expect(ok).To(BeTrue(), "the link makes go-ovirt create an empty slice")
