@@ -53,6 +53,7 @@ func TestNICCrud(t *testing.T) {
 
 	_, err = nics.Add().Nic(ovirtsdk.NewNicBuilder().Name("nic1").VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id(mgmt)).MustBuild()).Send()
 	g.Expect(err).To(MatchError(ContainSubstring("[Cannot add Interface. Interface name is already in use.]")))
+	g.Expect(err).To(MatchError(ContainSubstring(`HTTP response code is "409"`)))
 	_, err = nics.Add().Nic(ovirtsdk.NewNicBuilder().Name("nic2").VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id("00000000-1111-4222-8333-444444444444")).MustBuild()).Send()
 	g.Expect(err).To(MatchError(ContainSubstring("[Cannot add Interface. The specified vNIC profile doesn't exist.]")))
 	g.Expect(err).To(MatchError(ContainSubstring(`HTTP response code is "400"`)))

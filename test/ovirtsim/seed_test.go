@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +154,24 @@ func TestSeedFilesLoadAndBuild(t *testing.T) {
 			sim.Close()
 		})
 	}
+}
+
+// The "seed with everything" of docs/ovirtsim.md loads and builds.
+func TestDocumentedSeedWithEverythingBuilds(t *testing.T) {
+	g := NewWithT(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ovirtsim.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, rest, ok := strings.Cut(string(doc), "A seed with everything:\n\n```json\n")
+	g.Expect(ok).To(BeTrue())
+	js, _, ok := strings.Cut(rest, "```")
+	g.Expect(ok).To(BeTrue())
+	p := filepath.Join(t.TempDir(), "everything.json")
+	g.Expect(os.WriteFile(p, []byte(js), 0o644)).To(Succeed())
+	s, err := ovirtsim.LoadSeed(p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.GuestInterfaces.Extra).To(HaveLen(1))
+	g.Expect(s.Templates[0].Disks[0].StorageDomains).To(Equal([]string{"data2"}))
+	sim, err := ovirtsim.NewBuilder().WithSeed(s).Build()
+	g.Expect(err).NotTo(HaveOccurred())
+	sim.Close()
 }

@@ -578,6 +578,7 @@ func (s *Simulator) Reset() {
 	s.inv, s.timings, s.guestAgent = inv, s.built.Timings, !s.built.NoGuestAgent
 	s.guestIfaces, _ = normaliseGuestInterfaces(s.built.GuestInterfaces) // validated in Build
 	s.ignoreFollow = s.built.IgnoreFollow
+	s.renders.Store(0)
 	s.mu.Unlock()
 	s.authMu.Lock()
 	s.tokens = map[string]time.Time{}

@@ -162,16 +162,19 @@ func TestStorageDomainOverride(t *testing.T) {
 		err := add(overrideSD("o4", tpl, sdID(t, conn, "data"), ovirtsdk.DISKFORMAT_RAW), false)
 		g.Expect(err).To(MatchError(ContainSubstring("Thin provisioned template disks can not be defined as Raw.")))
 	})
-	t.Run("not enough free space is a 400", func(t *testing.T) {
+	t.Run("not enough free space is a 409", func(t *testing.T) {
 		g := NewWithT(t)
 		err := add(overrideSD("o5", tpl, sdID(t, conn, "tiny"), ovirtsdk.DISKFORMAT_COW), true)
 		g.Expect(err).To(MatchError(ContainSubstring(`[Cannot add VM. Low disk space on Storage Domain tiny.]`)))
+		_, ok := errAs[*ovirtsdk.ConflictError](err)
+		g.Expect(ok).To(BeTrue(), "got %T %v", err, err)
 		g.Expect(sim.StorageDomainFreeGB("tiny")).To(Equal(int64(10)))
 	})
-	t.Run("a domain in maintenance is a 400", func(t *testing.T) {
+	t.Run("a domain in maintenance is a 409", func(t *testing.T) {
 		g := NewWithT(t)
 		err := add(overrideSD("o6", tpl, sdID(t, conn, "parked"), ovirtsdk.DISKFORMAT_COW), true)
-		g.Expect(err).To(MatchError(ContainSubstring("The relevant Storage Domain's status is Maintenance.")))
+		g.Expect(err).To(MatchError(ContainSubstring("[Cannot add VM. The relevant Storage Domain's status is Maintenance.]")))
+		g.Expect(err).To(MatchError(ContainSubstring(`HTTP response code is "409"`)))
 	})
 	t.Run("a non-data domain is a 400", func(t *testing.T) {
 		g := NewWithT(t)
