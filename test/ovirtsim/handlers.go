@@ -102,7 +102,7 @@ func (s *Simulator) renderCtx(rq *apiReq) (*renderCtx, *apiError) {
 		return nil, aerr
 	}
 	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, allContent: all, guest: &s.guestIfaces,
-		rng: shuffleRand(uint64(s.built.RandomSeed), s.renders.Add(1))}
+		seed: uint64(s.built.RandomSeed), n: s.renders.Add(1)}
 	if f := rq.q.Get("follow"); f != "" && !s.ignoreFollow {
 		rc.follow = map[string]bool{}
 		for _, p := range strings.Split(f, ",") {

@@ -53,47 +53,56 @@ var entityLinks = map[string][]string{
 	"job":            {"steps"},
 }
 
-// hrefFor is the href of an entity of kind with id, given the nearest
-// enclosing full entity (or the owner of the listed sub-collection).
-func hrefFor(kind, id string, owner linkOwner) string {
+// appendHref appends the href of an entity of kind with id to b, given the
+// nearest enclosing full entity (or the owner of the listed sub-collection).
+// It appends nothing for kinds without one.
+func appendHref(b []byte, kind string, id []byte, owner linkOwner) []byte {
+	sub := ""
 	switch {
 	case kind == "disk_attachment" && (owner.kind == "vm" || owner.kind == "template"):
-		return owner.href + "/diskattachments/" + id
+		sub = "/diskattachments/"
 	case kind == "nic" && (owner.kind == "vm" || owner.kind == "template"):
-		return owner.href + "/nics/" + id
+		sub = "/nics/"
 	case kind == "reported_device" && (owner.kind == "vm" || owner.kind == "nic"):
-		return owner.href + "/reporteddevices/" + id
+		sub = "/reporteddevices/"
 	case kind == "storage_domain" && owner.kind == "data_center":
-		return owner.href + "/storagedomains/" + id
+		sub = "/storagedomains/"
 	case kind == "cluster" && owner.kind == "data_center":
-		return owner.href + "/clusters/" + id
+		sub = "/clusters/"
 	case kind == "network" && owner.kind == "cluster":
-		return owner.href + "/networks/" + id
+		sub = "/networks/"
+	}
+	if sub != "" {
+		b = append(b, owner.href...)
+		b = append(b, sub...)
+		return append(b, id...)
 	}
 	if c, ok := topCollections[kind]; ok {
-		return apiPrefix + c + id
+		b = append(b, apiPrefix...)
+		b = append(b, c...)
+		return append(b, id...)
 	}
-	return ""
+	return b
 }
 
 // tagNameAndID extracts the element name and the id attribute of a start tag
 // written by go-ovirt (`<name id="...">`).
-func tagNameAndID(tag []byte) (string, string) {
+func tagNameAndID(tag []byte) (name, id []byte) {
 	end := bytes.IndexAny(tag, " >")
 	if end < 0 {
-		return "", ""
+		return nil, nil
 	}
-	name := string(tag[1:end])
+	name = tag[1:end]
 	i := bytes.Index(tag, []byte(` id="`))
 	if i < 0 {
-		return name, ""
+		return name, nil
 	}
 	rest := tag[i+5:]
 	j := bytes.IndexByte(rest, '"')
 	if j < 0 {
-		return name, ""
+		return name, nil
 	}
-	return name, string(rest[:j])
+	return name, rest[:j]
 }
 
 // addLinks copies src (XML written by go-ovirt) to dst, adding href
@@ -103,7 +112,9 @@ func addLinks(dst *bytes.Buffer, src []byte, owner linkOwner, extra string) {
 	type frame struct {
 		owner linkOwner // set when this element is a full entity
 	}
-	stack := make([]frame, 0, 16)
+	var stackArr [16]frame
+	stack := stackArr[:0]
+	var hrefArr [256]byte
 	current := func() linkOwner {
 		for i := len(stack) - 1; i >= 0; i-- {
 			if stack[i].owner.href != "" {
@@ -139,34 +150,33 @@ func addLinks(dst *bytes.Buffer, src []byte, owner linkOwner, extra string) {
 			continue
 		}
 		name, id := tagNameAndID(tag)
-		kind := tagKinds[name]
+		kind := tagKinds[string(name)]
 		var fr frame
-		if id == "" || kind == "" {
+		if len(id) == 0 || kind == "" {
 			dst.Write(tag)
 			stack = append(stack, fr)
 			continue
 		}
 		parent := current()
-		href := hrefFor(kind, id, parent)
-		if href == "" {
+		href := appendHref(hrefArr[:0], kind, id, parent)
+		if len(href) == 0 {
 			dst.Write(tag)
 			stack = append(stack, fr)
 			continue
 		}
 		dst.Write(tag[:len(tag)-1])
 		dst.WriteString(` href="`)
-		dst.WriteString(href)
+		dst.Write(href)
 		dst.WriteString(`">`)
-		full := !bytes.HasPrefix(src[i:], []byte("</"))
-		if full {
-			fr.owner = linkOwner{href: href, kind: kind}
+		if !bytes.HasPrefix(src[i:], []byte("</")) { // a full entity, not a reference
+			fr.owner = linkOwner{href: string(href), kind: kind}
 			rels := kind
 			if kind == "nic" && parent.kind == "vm" {
 				rels = "vm_nic"
 			}
 			for _, rel := range entityLinks[rels] {
 				dst.WriteString(`<link href="`)
-				dst.WriteString(href)
+				dst.Write(href)
 				dst.WriteByte('/')
 				dst.WriteString(rel)
 				dst.WriteString(`" rel="`)

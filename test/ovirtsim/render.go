@@ -36,8 +36,17 @@ type renderCtx struct {
 	guestAgent bool
 	follow     map[string]bool
 	allContent bool
-	guest      *GuestInterfaces // what guest agents report besides lo and ethN
-	rng        *rand.Rand       // shuffles reported devices; nil renders none
+	guest      *GuestInterfaces // what guest agents report besides lo and ethN; nil renders no devices
+	seed, n    uint64           // random seed and request number: the order of reported devices
+	rng        *rand.Rand       // made from seed and n on first use
+}
+
+// shuffler returns the request's random source, made on first use.
+func (rc *renderCtx) shuffler() *rand.Rand {
+	if rc.rng == nil {
+		rc.rng = shuffleRand(rc.seed, rc.n)
+	}
+	return rc.rng
 }
 
 func (rc *renderCtx) follows(k string) bool { return rc.follow[k] }
@@ -330,9 +339,9 @@ func linkLocal(macAddr string) string {
 // list for every NIC (BackendVmNicResource.getReportedDevicesResource).
 func reportedDevices(v *vm, rc *renderCtx) *ovirtsdk.ReportedDeviceSlice {
 	var out []*ovirtsdk.ReportedDevice
-	if rc.rng != nil && rc.guest != nil && v.reportsIPs(rc.now, rc.guestAgent) {
+	if rc.guest != nil && v.reportsIPs(rc.now, rc.guestAgent) {
 		ifs := guestIfaces(v, rc.guest)
-		rc.rng.Shuffle(len(ifs), func(i, j int) { ifs[i], ifs[j] = ifs[j], ifs[i] })
+		rc.shuffler().Shuffle(len(ifs), func(i, j int) { ifs[i], ifs[j] = ifs[j], ifs[i] })
 		out = make([]*ovirtsdk.ReportedDevice, 0, len(ifs))
 		for i := range ifs {
 			out = append(out, renderGuestIface(v, &ifs[i]))
