@@ -366,6 +366,11 @@ func TestTemplateDiskCopiesOnSeveralDomains(t *testing.T) {
 	dr, err := sys.DisksService().DiskService(td.MustId()).Get().Send()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sdIDs(dr.MustDisk())).To(Equal(want))
+	for _, ts := range sim.Dump().Templates {
+		if ts.Name == "multi" {
+			g.Expect(ts.Disks[0].CopiesOn).To(Equal([]string{"fast", "third"}))
+		}
+	}
 
 	over := func(name, sd string) *ovirtsdk.Vm {
 		return ovirtsdk.NewVmBuilder().Name(name).

@@ -58,6 +58,8 @@ type DiskState struct {
 	Sparse bool   `json:"sparse"`
 	// StorageDomain is the storage domain name.
 	StorageDomain string `json:"storage_domain"`
+	// CopiesOn names the further domains holding a copy (template disks only).
+	CopiesOn []string `json:"copies_on,omitempty"`
 	// Status is ok or locked.
 	Status    string `json:"status"`
 	Bootable  bool   `json:"bootable"`
@@ -142,13 +144,15 @@ type StorageDomainState struct {
 
 // TemplateState describes a template version.
 type TemplateState struct {
-	ID      string      `json:"id"`
-	Name    string      `json:"name"`
-	Version int         `json:"version"`
-	Cluster string      `json:"cluster,omitempty"`
-	OSType  string      `json:"os_type"`
-	Status  string      `json:"status"`
-	Disks   []DiskState `json:"disks"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	Cluster string `json:"cluster,omitempty"`
+	OSType  string `json:"os_type"`
+	Status  string `json:"status"`
+	// NoGuestAgent is true when the template's image has no guest agent.
+	NoGuestAgent bool        `json:"no_guest_agent,omitempty"`
+	Disks        []DiskState `json:"disks"`
 }
 
 // JobState describes a job recorded for a correlation id.
@@ -179,7 +183,7 @@ type Settings struct {
 
 func diskState(d *disk, now time.Time) DiskState {
 	ds := DiskState{ID: d.id, Alias: d.alias, SizeGB: d.sizeGB(), Format: d.format, Sparse: d.sparse,
-		StorageDomain: d.sd.name, Status: d.status(now), Bootable: d.bootable, Active: d.active,
+		StorageDomain: d.sd.name, CopiesOn: sdNames(d.copies), Status: d.status(now), Bootable: d.bootable, Active: d.active,
 		Interface: d.iface, FromTemplate: d.fromTemplate}
 	if d.vm != nil {
 		ds.VM = d.vm.id
@@ -345,7 +349,8 @@ func (s *Simulator) Dump() State {
 		st.StorageDomains = append(st.StorageDomains, StorageDomainState{sd.id, sd.name, sd.dc.name, sd.typ, sd.status, sd.freeGB, sd.usedGB})
 	}
 	for _, t := range inv.templates {
-		ts := TemplateState{ID: t.id, Name: t.name, Version: t.version, OSType: t.osType, Status: t.status, Disks: []DiskState{}}
+		ts := TemplateState{ID: t.id, Name: t.name, Version: t.version, OSType: t.osType, Status: t.status,
+			NoGuestAgent: t.noAgent, Disks: []DiskState{}}
 		if t.cluster != nil {
 			ts.Cluster = t.cluster.name
 		}
@@ -384,4 +389,12 @@ func (s *Simulator) Dump() State {
 	st.Settings.Latency, st.Settings.Faults = s.rules.snapshot()
 	st.Counters = s.stats.snapshot()
 	return st
+}
+
+func sdNames(sds []*storageDomain) []string {
+	var out []string
+	for _, sd := range sds {
+		out = append(out, sd.name)
+	}
+	return out
 }
