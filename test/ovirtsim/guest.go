@@ -22,7 +22,9 @@ const defaultServiceIPs = 100
 type GuestInterfaces struct {
 	// Kubernetes adds the interfaces of a Kubernetes node: cni0 (10.244.x.1),
 	// flannel.1 (10.244.x.0), docker0 (172.17.0.1) and kube-ipvs0 with
-	// ServiceIPs Service addresses. Default true (also when the JSON key is absent).
+	// ServiceIPs Service addresses. It is true in DefaultGuestInterfaces()
+	// (a seed without guest_interfaces) and in JSON without the key; the Go
+	// zero value is false, so set it when building a GuestInterfaces in Go.
 	Kubernetes bool `json:"kubernetes"`
 	// ServiceIPs is the number of addresses on kube-ipvs0 (10.96.0.1,
 	// 10.96.0.10, ...). 0 means 100; negative means none.
@@ -207,7 +209,8 @@ func renderGuestIface(v *vm, g *guestIface) *ovirtsdk.ReportedDevice {
 	return o
 }
 
-// shuffleSeed mixes the simulator's random seed with a request number.
+// shuffleRand is a random source from the simulator's random seed and a
+// request number.
 func shuffleRand(seed, n uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, splitmix(n^0x9e3779b97f4a7c15)))
 }
