@@ -78,7 +78,7 @@ func normaliseGuestInterfaces(g *GuestInterfaces) (GuestInterfaces, error) {
 	if out.ServiceIPs == 0 {
 		out.ServiceIPs = defaultServiceIPs
 	}
-	out.Extra = make([]GuestInterface, 0, len(g.Extra))
+	out.Extra = nil
 	for _, e := range g.Extra {
 		if e.Name == "" {
 			return out, invalidf("guest interface without a name")

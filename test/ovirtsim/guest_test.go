@@ -150,6 +150,10 @@ func TestReportedDevicesAreVMWide(t *testing.T) {
 	g.Expect(st).To(Equal(200), b)
 	g.Expect(deviceIPs(deviceNamed(vmWide(), "kube-ipvs0"))).To(Equal([]string{"10.96.0.1", "10.96.0.10"}),
 		"kubernetes defaults to true when the key is absent")
+	st, _ = admin(t, sim, "PUT", "/sim/guest-interfaces", `{"extra": [{"name": "x", "ips": ["nope"]}]}`)
+	g.Expect(st).To(Equal(400))
+	sim.Reset()
+	g.Expect(sim.Dump().Settings.GuestInterfaces).To(Equal(ovirtsim.DefaultGuestInterfaces()), "Reset returns to the built interfaces")
 }
 
 func TestReportedDeviceOrderIsDeterministicForASeed(t *testing.T) {
