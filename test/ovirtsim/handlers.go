@@ -1028,9 +1028,12 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	now := time.Now()
 	v, aerr := s.inv.createVM(sp, now, s.timings)
 	var o *ovirtsdk.Vm
+	var tasks bool // copying or snapshotting the template disks
+	var unlockAt time.Time
 	if aerr == nil {
 		// The engine answers before the disks exist: image_locked.
 		o = renderVM(v, &renderCtx{now: now, guestAgent: s.guestAgent}, "image_locked")
+		tasks, unlockAt = len(v.disks) > 0, v.unlockAt
 	}
 	s.mu.Unlock()
 	if aerr != nil {
@@ -1042,15 +1045,14 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	switch {
 	case expects201(rq.r):
 		// The engine waits for the command's tasks, then answers 201 with the VM as it is then.
-		s.pause(rq.r.Context(), time.Until(v.unlockAt))
+		s.pause(rq.r.Context(), time.Until(unlockAt))
 		s.mu.RLock()
 		if cur := s.inv.vms[v.id]; cur != nil {
 			o = renderVM(cur, &renderCtx{now: time.Now(), guestAgent: s.guestAgent}, "")
 		}
 		s.mu.RUnlock()
-	case len(v.disks) > 0:
-		// Copying or snapshotting the template disks are async tasks:
-		// 202 Accepted with the creation status (AbstractBackendCollectionResource).
+	case tasks:
+		// The disk tasks are asynchronous: 202 Accepted with the creation status.
 		status = http.StatusAccepted
 		rq.extra = "<creation_status>pending</creation_status>"
 	}
