@@ -245,7 +245,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 			}
 		}
 		if td == nil {
-			// BackendVmsResource looks the disk up among the template's: 404 with no body.
+			// As the engine answers it (see the reference's status table): 404, no body.
 			return nil, &apiError{404, "", ""}
 		}
 		ovs[td] = o
@@ -263,7 +263,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 			if o.sdID != "" || o.sdName != "" {
 				sd, aerr := inv.resolveSD(o.sdID, o.sdName)
 				if aerr != nil {
-					// The engine checks the override map before looking the domain up: 400, not 404.
+					// An unknown domain in a clone override is a 400 for the engine, not a 404.
 					return nil, cannot(400, action, "Storage Domain doesn't exist.")
 				}
 				if !sp.clone && !td.onDomain(sd) {
