@@ -86,6 +86,40 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			s.SetGuestAgent(*body.Enabled)
 			ok(map[string]bool{"enabled": *body.Enabled})
 		}
+	case "PUT vms/{id}/guest-agent":
+		var body struct {
+			Enabled *bool `json:"enabled"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.Enabled == nil {
+			fail(invalidf(`want {"enabled": true|false}`))
+		} else if err := s.SetVMGuestAgent(segs[1], *body.Enabled); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]any{"id": segs[1], "enabled": *body.Enabled})
+		}
+	case "PUT guest-interfaces":
+		var g GuestInterfaces
+		if err := decodeJSON(r, &g); err != nil {
+			fail(err)
+		} else if err := s.SetGuestInterfaces(g); err != nil {
+			fail(err)
+		} else {
+			ok(g)
+		}
+	case "PUT follow":
+		var body struct {
+			Ignore *bool `json:"ignore"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.Ignore == nil {
+			fail(invalidf(`want {"ignore": true|false}`))
+		} else {
+			s.SetIgnoreFollow(*body.Ignore)
+			ok(map[string]bool{"ignore": *body.Ignore})
+		}
 	case "PUT credentials":
 		var body struct {
 			Username string `json:"username"`

@@ -35,7 +35,7 @@ func TestAdminEndpoints(t *testing.T) {
 	g.Expect(counters.Logins).To(Equal(1))
 	g.Expect(counters.TotalRequests).To(Equal(2))
 	g.Expect(counters.Requests).To(ContainElement(ovirtsim.RequestCount{
-		RequestKey: ovirtsim.RequestKey{Method: "POST", Path: "/vms", Status: 201}, Count: 1}))
+		RequestKey: ovirtsim.RequestKey{Method: "POST", Path: "/vms", Status: 202}, Count: 1}))
 	var log []ovirtsim.RequestRecord
 	g.Expect(json.Unmarshal([]byte(call("GET", "/sim/requests?limit=1", "", 200)), &log)).To(Succeed())
 	g.Expect(log).To(HaveLen(1))

@@ -112,7 +112,7 @@ func BenchmarkHandlerCreateDeleteVM(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		rec := p.do("POST", "/vms?clone=true", `<vm><name>bench</name><cluster><name>Default</name></cluster><template><name>rhcos-4.14</name></template></vm>`)
-		if rec.Code != 201 {
+		if rec.Code != 202 {
 			b.Fatalf("status %d %s", rec.Code, rec.Body)
 		}
 		s := rec.Body.String()

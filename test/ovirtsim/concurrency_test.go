@@ -118,7 +118,7 @@ func populate(t testing.TB, p *inProcess, n int) []string {
 	for i := range n {
 		body := fmt.Sprintf(`<vm><name>vm-%05d</name><cluster><name>Default</name></cluster><template><name>rhcos-4.14</name></template></vm>`, i)
 		rec := p.do("POST", "/vms?clone=false", body)
-		if rec.Code != 201 {
+		if rec.Code != 202 {
 			t.Fatalf("creating VM %d: %d %s", i, rec.Code, rec.Body)
 		}
 		s := rec.Body.String()

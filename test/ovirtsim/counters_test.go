@@ -26,7 +26,7 @@ func TestCountersUsePathTemplates(t *testing.T) {
 	g.Expect(sim.Requests()).To(Equal(map[ovirtsim.RequestKey]int{
 		{Method: "POST", Path: "/sso/oauth/token", Status: 200}:              1,
 		{Method: "GET", Path: "/", Status: 200}:                              1,
-		{Method: "POST", Path: "/vms", Status: 201}:                          1,
+		{Method: "POST", Path: "/vms", Status: 202}:                          1,
 		{Method: "GET", Path: "/vms/{id}/diskattachments", Status: 200}:      1,
 		{Method: "PUT", Path: "/vms/{id}/diskattachments/{id}", Status: 200}: 1,
 		{Method: "PUT", Path: "/vms/{id}/diskattachments/{id}", Status: 400}: 1,

@@ -16,8 +16,11 @@
 // The simulator models SSO tokens, clusters, storage domains with free
 // space, template versions, networks and vNIC profiles, VM creation from
 // templates (clone or thin), disk attachments, NICs, the power state machine,
-// guest-agent IP reporting and jobs, all in memory with lazily computed state
-// transitions. Faults, latency and hangs can be injected deterministically.
+// guest-agent reporting of every guest interface (VM-wide, in no stable
+// order) and jobs, all in memory with lazily computed state transitions. It
+// answers like an engine: hrefs and links on every entity, the engine's
+// status codes (409 conflicts, bare 404s, 202 Accepted on create), storage
+// domain status per data center. Faults, latency and hangs can be injected deterministically.
 // Admin endpoints under /sim/ control it over HTTP; cmd/ovirtsim runs it as a
 // process. See docs/ovirtsim.md.
 package ovirtsim

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/xml"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ func apiRoutes() []route {
 		newRoute("GET", "/datacenters/{id}", hDataCenter),
 		newRoute("GET", "/datacenters/{id}/clusters", hDataCenterClusters),
 		newRoute("GET", "/datacenters/{id}/storagedomains", hDataCenterSDs),
+		newRoute("GET", "/datacenters/{id}/storagedomains/{id}", hDataCenterSD),
 		newRoute("GET", "/networks", hNetworks),
 		newRoute("GET", "/networks/{id}", hNetwork),
 		newRoute("GET", "/vnicprofiles", hProfiles),
@@ -99,8 +101,9 @@ func (s *Simulator) renderCtx(rq *apiReq) (*renderCtx, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, allContent: all}
-	if f := rq.q.Get("follow"); f != "" {
+	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, allContent: all, guest: &s.guestIfaces,
+		seed: uint64(s.built.RandomSeed), n: s.renders.Add(1)}
+	if f := rq.q.Get("follow"); f != "" && !s.ignoreFollow {
 		rc.follow = map[string]bool{}
 		for _, p := range strings.Split(f, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -253,6 +256,7 @@ func hCluster(s *Simulator, rq *apiReq) {
 }
 
 func hClusterNetworks(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/clusters/" + rq.ids[0], "cluster"}
 	s.mu.RLock()
 	c := s.inv.cluster(rq.ids[0])
 	var out []*ovirtsdk.Network
@@ -326,6 +330,7 @@ func hDataCenter(s *Simulator, rq *apiReq) {
 }
 
 func hDataCenterClusters(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/datacenters/" + rq.ids[0], "data_center"}
 	s.mu.RLock()
 	dc := s.inv.dcByID(rq.ids[0])
 	var out []*ovirtsdk.Cluster
@@ -345,12 +350,13 @@ func hDataCenterClusters(s *Simulator, rq *apiReq) {
 }
 
 func hDataCenterSDs(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/datacenters/" + rq.ids[0], "data_center"}
 	s.mu.RLock()
 	dc := s.inv.dcByID(rq.ids[0])
 	var out []*ovirtsdk.StorageDomain
 	for _, sd := range s.inv.sds {
 		if dc != nil && sd.dc == dc {
-			out = append(out, renderSD(sd))
+			out = append(out, renderSD(sd, true))
 		}
 	}
 	s.mu.RUnlock()
@@ -359,6 +365,25 @@ func hDataCenterSDs(s *Simulator, rq *apiReq) {
 		return
 	}
 	writeSDs(rq, out)
+}
+
+// hDataCenterSD is an attached storage domain as its data center sees it:
+// the place where the engine reports its status.
+func hDataCenterSD(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/datacenters/" + rq.ids[0], "data_center"}
+	s.mu.RLock()
+	dc := s.inv.dcByID(rq.ids[0])
+	sd := s.inv.storageDomain(rq.ids[1])
+	var o *ovirtsdk.StorageDomain
+	if dc != nil && sd != nil && sd.dc == dc {
+		o = renderSD(sd, true)
+	}
+	s.mu.RUnlock()
+	if o == nil {
+		rq.fault(notFound(rq.ids[len(rq.ids)-1]))
+		return
+	}
+	writeOne(rq, 200, o, ovirtsdk.XMLStorageDomainWriteOne)
 }
 
 var networkFields = []string{"name", "datacenter", "comment", "description"}
@@ -472,7 +497,7 @@ func hSDs(s *Simulator, rq *apiReq) {
 			return ""
 		}
 		if sq.match(get, cs) {
-			out = append(out, renderSD(sd))
+			out = append(out, renderSD(sd, false))
 		}
 	}
 	s.mu.RUnlock()
@@ -490,7 +515,7 @@ func hSD(s *Simulator, rq *apiReq) {
 	sd := s.inv.storageDomain(rq.ids[0])
 	var o *ovirtsdk.StorageDomain
 	if sd != nil {
-		o = renderSD(sd)
+		o = renderSD(sd, false)
 	}
 	s.mu.RUnlock()
 	if o == nil {
@@ -585,6 +610,7 @@ func hTemplate(s *Simulator, rq *apiReq) {
 }
 
 func hTemplateAttachments(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/templates/" + rq.ids[0], "template"}
 	s.mu.RLock()
 	rc, aerr := s.renderCtx(rq)
 	t := s.inv.template(rq.ids[0])
@@ -604,6 +630,7 @@ func hTemplateAttachments(s *Simulator, rq *apiReq) {
 }
 
 func hTemplateAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/templates/" + rq.ids[0], "template"}
 	s.mu.RLock()
 	rc, aerr := s.renderCtx(rq)
 	t := s.inv.template(rq.ids[0])
@@ -629,6 +656,7 @@ func hTemplateAttachment(s *Simulator, rq *apiReq) {
 }
 
 func hTemplateNICs(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/templates/" + rq.ids[0], "template"}
 	s.mu.RLock()
 	t := s.inv.template(rq.ids[0])
 	var sl *ovirtsdk.NicSlice
@@ -1000,9 +1028,12 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	now := time.Now()
 	v, aerr := s.inv.createVM(sp, now, s.timings)
 	var o *ovirtsdk.Vm
+	var tasks bool // copying or snapshotting the template disks
+	var unlockAt time.Time
 	if aerr == nil {
-		// The engine answers before the disks exist: always image_locked.
+		// The engine answers before the disks exist: image_locked.
 		o = renderVM(v, &renderCtx{now: now, guestAgent: s.guestAgent}, "image_locked")
+		tasks, unlockAt = len(v.disks) > 0, v.unlockAt
 	}
 	s.mu.Unlock()
 	if aerr != nil {
@@ -1010,7 +1041,36 @@ func hAddVM(s *Simulator, rq *apiReq) {
 		return
 	}
 	rq.w.Header().Set("Location", apiPrefix+"/vms/"+v.id)
-	writeOne(rq, 201, o, ovirtsdk.XMLVmWriteOne)
+	status := http.StatusCreated
+	switch {
+	case expects201(rq.r):
+		// The engine waits for the command's tasks, then answers 201 with the VM as it is then.
+		s.pause(rq.r.Context(), time.Until(unlockAt))
+		s.mu.RLock()
+		if cur := s.inv.vms[v.id]; cur != nil {
+			o = renderVM(cur, &renderCtx{now: time.Now(), guestAgent: s.guestAgent}, "")
+		}
+		s.mu.RUnlock()
+	case tasks:
+		// The disk tasks are asynchronous: 202 Accepted with the creation status.
+		status = http.StatusAccepted
+		rq.extra = "<creation_status>pending</creation_status>"
+	}
+	writeOne(rq, status, o, ovirtsdk.XMLVmWriteOne)
+}
+
+// expectHeader is what the simulator's listener renames an "Expect" request
+// header to: Go's net/http server answers 417 to any Expect but 100-continue.
+const expectHeader = "Xxpect"
+
+// expects201 reports whether the request sent "Expect: 201-created".
+func expects201(r *http.Request) bool {
+	for _, h := range []string{"Expect", expectHeader} {
+		if strings.EqualFold(strings.TrimSpace(r.Header.Get(h)), "201-created") {
+			return true
+		}
+	}
+	return false
 }
 
 // vmUpdateOf decodes the fields present in a VM update body.
@@ -1142,6 +1202,10 @@ func (s *Simulator) vmAction(rq *apiReq, op func(v *vm, now time.Time, tm Timing
 
 func hStart(s *Simulator, rq *apiReq) {
 	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+		if !s.guestAgent || v.noAgent {
+			// Without an agent VDSM reports Up only after its timeout.
+			tm.PoweringUp = tm.NoAgentPoweringUp
+		}
 		return s.inv.startVM(v, now, tm), "Launching VM " + v.name, now.Add(tm.WaitForLaunch + tm.PoweringUp)
 	})
 }
@@ -1199,6 +1263,7 @@ func (s *Simulator) mutateVM(rq *apiReq, f func(v *vm, rc *renderCtx) (func(), *
 }
 
 func hAttachments(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.DiskAttachmentSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		sl = renderAttachments(v.disks, rc.follows("disk"), rc.now)
@@ -1210,6 +1275,7 @@ func hAttachments(s *Simulator, rq *apiReq) {
 }
 
 func hAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var o *ovirtsdk.DiskAttachment
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		d := v.attachment(rq.ids[1])
@@ -1225,6 +1291,7 @@ func hAttachment(s *Simulator, rq *apiReq) {
 }
 
 func hAddAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "disk_attachment", ovirtsdk.XMLDiskAttachmentReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1277,6 +1344,7 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 }
 
 func hUpdateAttachment(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "disk_attachment", ovirtsdk.XMLDiskAttachmentReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1345,6 +1413,7 @@ func hRemoveAttachment(s *Simulator, rq *apiReq) {
 // ---- NICs and reported devices
 
 func hNICs(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.NicSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		sl = renderNICs(v, rc, rc.follows("reported_devices"))
@@ -1356,6 +1425,7 @@ func hNICs(s *Simulator, rq *apiReq) {
 }
 
 func hNIC(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var o *ovirtsdk.Nic
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
 		n := v.nicByID(rq.ids[1])
@@ -1393,6 +1463,7 @@ func nicSpecOf(n *ovirtsdk.Nic) *nicSpec {
 }
 
 func hAddNIC(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "nic", ovirtsdk.XMLNicReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1414,6 +1485,7 @@ func hAddNIC(s *Simulator, rq *apiReq) {
 }
 
 func hUpdateNIC(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	body, aerr := parseBody(rq, "nic", ovirtsdk.XMLNicReadOne)
 	if aerr != nil {
 		rq.fault(aerr)
@@ -1453,9 +1525,10 @@ func writeReportedDevices(rq *apiReq, sl *ovirtsdk.ReportedDeviceSlice) {
 }
 
 func hReportedDevices(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0], "vm"}
 	var sl *ovirtsdk.ReportedDeviceSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
-		sl = reportedDevices(v, rc, nil)
+		sl = reportedDevices(v, rc)
 		return nil
 	})
 	if sl != nil {
@@ -1464,13 +1537,14 @@ func hReportedDevices(s *Simulator, rq *apiReq) {
 }
 
 func hNICReportedDevices(s *Simulator, rq *apiReq) {
+	rq.owner = linkOwner{apiPrefix + "/vms/" + rq.ids[0] + "/nics/" + rq.ids[1], "nic"}
 	var sl *ovirtsdk.ReportedDeviceSlice
 	s.withVM(rq, func(v *vm, rc *renderCtx) *apiError {
-		n := v.nicByID(rq.ids[1])
-		if n == nil {
+		if v.nicByID(rq.ids[1]) == nil {
 			return notFound(rq.ids[1])
 		}
-		sl = reportedDevices(v, rc, n)
+		// Every NIC answers with the VM's whole list, as the engine does.
+		sl = reportedDevices(v, rc)
 		return nil
 	})
 	if sl != nil {

@@ -16,8 +16,9 @@ import (
 	"github.com/capov/capov/test/ovirtsim"
 )
 
-// startSim builds a simulator from the demo seed (zero timings) after
-// applying opts, and closes it when the test ends.
+// startSim builds a simulator from the demo seed (zero timings except the
+// 20s powering_up of VMs without a guest agent) after applying opts, and
+// closes it when the test ends.
 func startSim(t testing.TB, opts ...func(*ovirtsim.Builder)) *ovirtsim.Simulator {
 	t.Helper()
 	b := ovirtsim.NewBuilder().WithSeed(ovirtsim.DemoSeed())

@@ -14,6 +14,9 @@ type VMState struct {
 	Name string `json:"name"`
 	// Cluster is the cluster name.
 	Cluster string `json:"cluster"`
+	// NoGuestAgent is true when this VM has no guest agent (its template's
+	// no_guest_agent or SetVMGuestAgent); the global switch is in Settings.
+	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
 	// Template is the name of the source template (also after clone=true).
 	Template string `json:"template"`
 	// TemplateVersion is the version number of the source template.
@@ -55,6 +58,8 @@ type DiskState struct {
 	Sparse bool   `json:"sparse"`
 	// StorageDomain is the storage domain name.
 	StorageDomain string `json:"storage_domain"`
+	// CopiesOn names the further domains holding a copy (template disks only).
+	CopiesOn []string `json:"copies_on,omitempty"`
 	// Status is ok or locked.
 	Status    string `json:"status"`
 	Bootable  bool   `json:"bootable"`
@@ -139,13 +144,15 @@ type StorageDomainState struct {
 
 // TemplateState describes a template version.
 type TemplateState struct {
-	ID      string      `json:"id"`
-	Name    string      `json:"name"`
-	Version int         `json:"version"`
-	Cluster string      `json:"cluster,omitempty"`
-	OSType  string      `json:"os_type"`
-	Status  string      `json:"status"`
-	Disks   []DiskState `json:"disks"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	Cluster string `json:"cluster,omitempty"`
+	OSType  string `json:"os_type"`
+	Status  string `json:"status"`
+	// NoGuestAgent is true when the template's image has no guest agent.
+	NoGuestAgent bool        `json:"no_guest_agent,omitempty"`
+	Disks        []DiskState `json:"disks"`
 }
 
 // JobState describes a job recorded for a correlation id.
@@ -160,19 +167,23 @@ type JobState struct {
 
 // Settings are the current run-time settings.
 type Settings struct {
-	Username     string        `json:"username"`
-	TokenTTL     Duration      `json:"token_ttl"`
-	ActiveTokens int           `json:"active_tokens"`
-	GuestAgent   bool          `json:"guest_agent"`
-	RandomSeed   int64         `json:"random_seed"`
-	Timings      Timings       `json:"timings"`
-	Latency      []LatencyRule `json:"latency"`
-	Faults       []FaultRule   `json:"faults"`
+	Username     string   `json:"username"`
+	TokenTTL     Duration `json:"token_ttl"`
+	ActiveTokens int      `json:"active_tokens"`
+	GuestAgent   bool     `json:"guest_agent"`
+	// IgnoreFollow is true while follow= is ignored.
+	IgnoreFollow bool `json:"ignore_follow"`
+	// GuestInterfaces is what guest agents report besides lo and ethN.
+	GuestInterfaces GuestInterfaces `json:"guest_interfaces"`
+	RandomSeed      int64           `json:"random_seed"`
+	Timings         Timings         `json:"timings"`
+	Latency         []LatencyRule   `json:"latency"`
+	Faults          []FaultRule     `json:"faults"`
 }
 
 func diskState(d *disk, now time.Time) DiskState {
 	ds := DiskState{ID: d.id, Alias: d.alias, SizeGB: d.sizeGB(), Format: d.format, Sparse: d.sparse,
-		StorageDomain: d.sd.name, Status: d.status(now), Bootable: d.bootable, Active: d.active,
+		StorageDomain: d.sd.name, CopiesOn: sdNames(d.copies), Status: d.status(now), Bootable: d.bootable, Active: d.active,
 		Interface: d.iface, FromTemplate: d.fromTemplate}
 	if d.vm != nil {
 		ds.VM = d.vm.id
@@ -181,7 +192,7 @@ func diskState(d *disk, now time.Time) DiskState {
 }
 
 func vmState(v *vm, now time.Time, guestAgent bool) VMState {
-	st := VMState{ID: v.id, Name: v.name, Cluster: v.cluster.name, Template: v.template.name,
+	st := VMState{ID: v.id, Name: v.name, Cluster: v.cluster.name, NoGuestAgent: v.noAgent, Template: v.template.name,
 		TemplateVersion: v.template.version, Status: v.status(now), Clone: v.clone,
 		Comment: v.comment, Description: v.description, CustomScript: v.customScript, HostName: v.hostName,
 		OSType: v.osType, Type: v.vmType, Sockets: v.sockets, Cores: v.cores, Threads: v.thr,
@@ -338,7 +349,8 @@ func (s *Simulator) Dump() State {
 		st.StorageDomains = append(st.StorageDomains, StorageDomainState{sd.id, sd.name, sd.dc.name, sd.typ, sd.status, sd.freeGB, sd.usedGB})
 	}
 	for _, t := range inv.templates {
-		ts := TemplateState{ID: t.id, Name: t.name, Version: t.version, OSType: t.osType, Status: t.status, Disks: []DiskState{}}
+		ts := TemplateState{ID: t.id, Name: t.name, Version: t.version, OSType: t.osType, Status: t.status,
+			NoGuestAgent: t.noAgent, Disks: []DiskState{}}
 		if t.cluster != nil {
 			ts.Cluster = t.cluster.name
 		}
@@ -362,6 +374,7 @@ func (s *Simulator) Dump() State {
 		st.Jobs = append(st.Jobs, JobState{j.id, j.corr, j.description, j.status(now), j.start, j.end})
 	}
 	st.Settings.Timings, st.Settings.GuestAgent = s.timings, s.guestAgent
+	st.Settings.IgnoreFollow, st.Settings.GuestInterfaces = s.ignoreFollow, s.guestIfaces
 	s.mu.RUnlock()
 
 	s.authMu.RLock()
@@ -376,4 +389,12 @@ func (s *Simulator) Dump() State {
 	st.Settings.Latency, st.Settings.Faults = s.rules.snapshot()
 	st.Counters = s.stats.snapshot()
 	return st
+}
+
+func sdNames(sds []*storageDomain) []string {
+	var out []string
+	for _, sd := range sds {
+		out = append(out, sd.name)
+	}
+	return out
 }

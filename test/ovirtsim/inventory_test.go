@@ -76,7 +76,8 @@ func TestClustersNetworksAndDataCenters(t *testing.T) {
 	_, err = sys.ClustersService().ClusterService("no-such-id").Get().Send()
 	nf, ok := errAs[*ovirtsdk.NotFoundError](err)
 	g.Expect(ok).To(BeTrue(), "got %T %v", err, err)
-	g.Expect(nf.Error()).To(ContainSubstring(`Fault detail is "Entity not found: no-such-id"`))
+	// The engine answers a GET of a missing entity with a bare 404: no <fault>.
+	g.Expect(nf.Error()).NotTo(ContainSubstring("Fault detail"))
 }
 
 func TestVnicProfilesAreListedWithTheirNetwork(t *testing.T) {
@@ -116,7 +117,8 @@ func TestStorageDomainsReportFreeSpace(t *testing.T) {
 	g.Expect(sds).To(HaveLen(1))
 	g.Expect(sds[0].MustAvailable()).To(Equal(int64(1000) << 30))
 	g.Expect(sds[0].MustType()).To(Equal(ovirtsdk.STORAGEDOMAINTYPE_DATA))
-	g.Expect(sds[0].MustStatus()).To(Equal(ovirtsdk.STORAGEDOMAINSTATUS_ACTIVE))
+	_, hasStatus := sds[0].Status()
+	g.Expect(hasStatus).To(BeFalse(), "an attached domain has its status only under its data center")
 
 	r, err = conn.SystemService().StorageDomainsService().List().Search("status=maintenance").Send()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -53,6 +53,7 @@ func TestNICCrud(t *testing.T) {
 
 	_, err = nics.Add().Nic(ovirtsdk.NewNicBuilder().Name("nic1").VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id(mgmt)).MustBuild()).Send()
 	g.Expect(err).To(MatchError(ContainSubstring("[Cannot add Interface. Interface name is already in use.]")))
+	g.Expect(err).To(MatchError(ContainSubstring(`HTTP response code is "409"`)))
 	_, err = nics.Add().Nic(ovirtsdk.NewNicBuilder().Name("nic2").VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id("00000000-1111-4222-8333-444444444444")).MustBuild()).Send()
 	g.Expect(err).To(MatchError(ContainSubstring("[Cannot add Interface. The specified vNIC profile doesn't exist.]")))
 	g.Expect(err).To(MatchError(ContainSubstring(`HTTP response code is "400"`)))
@@ -96,5 +97,6 @@ func TestNICHotPlugWhileUp(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	r, err := vms.ReportedDevicesService().List().Send()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(names(r.MustReportedDevice().Slice())).To(Equal([]string{"eth0", "eth1"}))
+	g.Expect(names(r.MustReportedDevice().Slice())).To(ConsistOf("lo", "eth0", "eth1", "cni0", "flannel.1", "docker0", "kube-ipvs0"),
+		"the hot-plugged NIC shows up as eth1 among the guest's interfaces")
 }

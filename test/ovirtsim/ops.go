@@ -11,7 +11,7 @@ import (
 // apiError is an engine fault: HTTP status plus <fault><reason/><detail/></fault>.
 type apiError struct {
 	status         int
-	reason, detail string
+	reason, detail string // both empty: answer with no body (the engine's bare 404)
 }
 
 func (e *apiError) Error() string {
@@ -157,7 +157,7 @@ func usableSD(sd *storageDomain, dc *dataCenter, action string) *apiError {
 		return cannot(400, action, fmt.Sprintf("Storage Domain %s is not a data domain.", sd.name))
 	}
 	if sd.status != "active" {
-		return cannot(400, action, fmt.Sprintf("The relevant Storage Domain's status is %s.", capitalise(sd.status)))
+		return cannot(409, action, fmt.Sprintf("The relevant Storage Domain's status is %s.", capitalise(sd.status)))
 	}
 	return nil
 }
@@ -189,7 +189,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		return nil, cannot(400, action, badNameWhy)
 	}
 	if inv.vmByExactName(sp.name) != nil {
-		return nil, cannot(400, action, dupNameWhy)
+		return nil, cannot(409, action, dupNameWhy)
 	}
 	if t.cluster != nil && t.cluster.dc != cl.dc {
 		return nil, cannot(400, action, "Template is not present in the Data Center of the Cluster.")
@@ -201,7 +201,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		return nil, cannot(400, action, "Template's image is illegal.")
 	}
 
-	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone,
+	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone, noAgent: t.noAgent,
 		comment: sp.comment, description: sp.description, customScript: sp.customScript, hostName: sp.hostName,
 		osType: sp.osType, vmType: sp.vmType,
 		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
@@ -245,7 +245,8 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 			}
 		}
 		if td == nil {
-			return nil, cannot(400, action, fmt.Sprintf("Disk %s does not belong to the template %s.", o.diskID, t.name))
+			// As the engine answers it (see the reference's status table): 404, no body.
+			return nil, &apiError{404, "", ""}
 		}
 		ovs[td] = o
 	}
@@ -257,14 +258,15 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	places := make([]placement, len(t.disks))
 	need := map[*storageDomain]int64{}
 	for i, td := range t.disks {
-		p := placement{sd: td.sd, format: td.format, sparse: td.sparse}
+		p := placement{sd: td.pickDomain(), format: td.format, sparse: td.sparse}
 		if o := ovs[td]; o != nil {
 			if o.sdID != "" || o.sdName != "" {
 				sd, aerr := inv.resolveSD(o.sdID, o.sdName)
 				if aerr != nil {
-					return nil, aerr
+					// An unknown domain in a clone override is a 400 for the engine, not a 404.
+					return nil, cannot(400, action, "Storage Domain doesn't exist.")
 				}
-				if !sp.clone && sd != td.sd {
+				if !sp.clone && !td.onDomain(sd) {
 					return nil, cannot(400, action, "The Template that the VM is based on does not exist on the Storage Domain.")
 				}
 				p.sd = sd
@@ -295,7 +297,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	}
 	for _, sd := range inv.sds { // deterministic order
 		if n, ok := need[sd]; ok && sd.freeGB < n {
-			return nil, cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
+			return nil, cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
 		}
 	}
 
@@ -416,7 +418,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 			return cannot(400, action, badNameWhy)
 		}
 		if inv.vmByExactName(n.name) != nil {
-			return cannot(400, action, dupNameWhy)
+			return cannot(409, action, dupNameWhy)
 		}
 	}
 	if aerr := validateShape(&n, action); aerr != nil {
@@ -539,7 +541,7 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 		}
 		delta = ceilGiB(*e.sizeBytes) - d.sizeGB()
 		if delta > d.sd.freeGB {
-			return cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", d.sd.name))
+			return cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", d.sd.name))
 		}
 	}
 	if e.iface != nil && !slices.Contains(diskInterfaces, *e.iface) {
@@ -653,7 +655,7 @@ func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk
 	}
 	gb := ceilGiB(sp.sizeBytes)
 	if sd.freeGB < gb {
-		return nil, cannot(400, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
+		return nil, cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
 	}
 	d := &disk{id: inv.newID(), alias: sp.alias, description: sp.description, sizeBytes: sp.sizeBytes,
 		format: format, sparse: sparse, sd: sd, iface: "virtio_scsi", consumedGB: gb,
@@ -720,7 +722,7 @@ func (inv *inventory) nicProfile(v *vm, sp *nicSpec, action string) (*vnicProfil
 		return nil, cannot(400, action, "The specified vNIC profile doesn't exist.")
 	}
 	if !slices.Contains(v.cluster.networks, p.net) {
-		return nil, cannot(400, action, fmt.Sprintf("Network %s is not attached to the Cluster %s of the VM.", p.net.name, v.cluster.name))
+		return nil, cannot(409, action, fmt.Sprintf("Network %s is not attached to the Cluster %s of the VM.", p.net.name, v.cluster.name))
 	}
 	return p, nil
 }
@@ -740,7 +742,7 @@ func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError
 	}
 	for _, n := range v.nics {
 		if n.name == sp.name {
-			return nil, cannot(400, action, "Interface name is already in use.")
+			return nil, cannot(409, action, "Interface name is already in use.")
 		}
 	}
 	p, aerr := inv.nicProfile(v, sp, action)
@@ -776,7 +778,7 @@ func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiE
 	if sp.name != "" && sp.name != n.name {
 		for _, o := range v.nics {
 			if o.name == sp.name {
-				return cannot(400, action, "Interface name is already in use.")
+				return cannot(409, action, "Interface name is already in use.")
 			}
 		}
 	}
@@ -818,4 +820,21 @@ func (inv *inventory) removeNIC(v *vm, n *nic, now time.Time) *apiError {
 	}
 	v.nics = slices.DeleteFunc(v.nics, func(e *nic) bool { return e == n })
 	return nil
+}
+
+// onDomain reports whether a template disk has a copy on sd.
+func (d *disk) onDomain(sd *storageDomain) bool {
+	return d.sd == sd || slices.Contains(d.copies, sd)
+}
+
+// pickDomain is where the engine puts a VM disk made from template disk d
+// without an override: the first active domain holding a copy (the disk's
+// own domain if none is active, so that validation reports its status).
+func (d *disk) pickDomain() *storageDomain {
+	for _, sd := range append([]*storageDomain{d.sd}, d.copies...) {
+		if sd.status == "active" {
+			return sd
+		}
+	}
+	return d.sd
 }

@@ -2,8 +2,8 @@ package ovirtsim
 
 import (
 	"encoding/xml"
+	"math/rand/v2"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,6 +36,17 @@ type renderCtx struct {
 	guestAgent bool
 	follow     map[string]bool
 	allContent bool
+	guest      *GuestInterfaces // what guest agents report besides lo and ethN; nil renders no devices
+	seed, n    uint64           // random seed and request number: the order of reported devices
+	rng        *rand.Rand       // made from seed and n on first use
+}
+
+// shuffler returns the request's random source, made on first use.
+func (rc *renderCtx) shuffler() *rand.Rand {
+	if rc.rng == nil {
+		rc.rng = shuffleRand(rc.seed, rc.n)
+	}
+	return rc.rng
 }
 
 func (rc *renderCtx) follows(k string) bool { return rc.follow[k] }
@@ -210,12 +221,18 @@ func renderProfile(p *vnicProfile) *ovirtsdk.VnicProfile {
 	return o
 }
 
-func renderSD(sd *storageDomain) *ovirtsdk.StorageDomain {
+// renderSD renders a storage domain. Like the engine, the top-level
+// /storagedomains collection shows no status for a domain attached to a
+// data center (the status is per data center, BackendStorageDomainResource);
+// underDC renders it as /datacenters/{id}/storagedomains does, with status.
+func renderSD(sd *storageDomain, underDC bool) *ovirtsdk.StorageDomain {
 	o := &ovirtsdk.StorageDomain{}
 	o.SetId(sd.id)
 	o.SetName(esc(sd.name))
 	o.SetType(ovirtsdk.StorageDomainType(sd.typ))
-	o.SetStatus(ovirtsdk.StorageDomainStatus(esc(sd.status)))
+	if underDC || sd.dc == nil {
+		o.SetStatus(ovirtsdk.StorageDomainStatus(esc(sd.status)))
+	}
 	o.SetExternalStatus(ovirtsdk.EXTERNALSTATUS_OK)
 	o.SetAvailable(max(sd.freeGB, 0) * gib)
 	o.SetUsed(sd.usedGB * gib)
@@ -256,8 +273,12 @@ func renderDisk(d *disk, now time.Time) *ovirtsdk.Disk {
 	o.SetShareable(false)
 	o.SetWipeAfterDelete(false)
 	o.SetPropagateErrors(false)
+	refs := []*ovirtsdk.StorageDomain{sdRef(d.sd.id)}
+	for _, c := range d.copies {
+		refs = append(refs, sdRef(c.id))
+	}
 	sds := &ovirtsdk.StorageDomainSlice{}
-	sds.SetSlice([]*ovirtsdk.StorageDomain{sdRef(d.sd.id)})
+	sds.SetSlice(refs)
 	o.SetStorageDomains(sds)
 	return o
 }
@@ -311,40 +332,19 @@ func linkLocal(macAddr string) string {
 	return ip.String()
 }
 
-func renderReportedDevice(v *vm, n *nic, idx int) *ovirtsdk.ReportedDevice {
-	o := &ovirtsdk.ReportedDevice{}
-	o.SetId(n.rdID)
-	o.SetName("eth" + strconv.Itoa(idx))
-	o.SetType(ovirtsdk.REPORTEDDEVICETYPE_NETWORK)
-	o.SetMac(mac(n.mac))
-	v4 := &ovirtsdk.Ip{}
-	v4.SetAddress(net.IP(n.ipv4[:]).String())
-	v4.SetVersion(ovirtsdk.IPVERSION_V4)
-	v6 := &ovirtsdk.Ip{}
-	v6.SetAddress(linkLocal(n.mac))
-	v6.SetVersion(ovirtsdk.IPVERSION_V6)
-	ips := &ovirtsdk.IpSlice{}
-	ips.SetSlice([]*ovirtsdk.Ip{v4, v6})
-	o.SetIps(ips)
-	o.SetVm(vmRef(v.id))
-	return o
-}
-
-// reportedDevices lists what the guest agent reports: one device per plugged
-// NIC once the VM has been up for GuestAgentDelay, nothing otherwise. only
-// restricts the list to one NIC.
-func reportedDevices(v *vm, rc *renderCtx, only *nic) *ovirtsdk.ReportedDeviceSlice {
+// reportedDevices lists what the guest agent reports: every interface of
+// the guest (lo, ethN per plugged NIC, the Kubernetes ones, extras), in a
+// new random order each time, once the VM has been up for GuestAgentDelay
+// and has an agent; nothing otherwise. The engine returns this same VM-wide
+// list for every NIC (BackendVmNicResource.getReportedDevicesResource).
+func reportedDevices(v *vm, rc *renderCtx) *ovirtsdk.ReportedDeviceSlice {
 	var out []*ovirtsdk.ReportedDevice
-	if v.reportsIPs(rc.now, rc.guestAgent) {
-		idx := 0
-		for _, n := range v.nics {
-			if !n.plugged {
-				continue
-			}
-			if only == nil || only == n {
-				out = append(out, renderReportedDevice(v, n, idx))
-			}
-			idx++
+	if rc.guest != nil && v.reportsIPs(rc.now, rc.guestAgent) {
+		ifs := guestIfaces(v, rc.guest)
+		rc.shuffler().Shuffle(len(ifs), func(i, j int) { ifs[i], ifs[j] = ifs[j], ifs[i] })
+		out = make([]*ovirtsdk.ReportedDevice, 0, len(ifs))
+		for i := range ifs {
+			out = append(out, renderGuestIface(v, &ifs[i]))
 		}
 	}
 	s := &ovirtsdk.ReportedDeviceSlice{}
@@ -369,7 +369,7 @@ func renderNIC(v *vm, n *nic, rc *renderCtx, withRD bool) *ovirtsdk.Nic {
 	}
 	o.SetVm(vmRef(v.id))
 	if withRD {
-		o.SetReportedDevices(reportedDevices(v, rc, n))
+		o.SetReportedDevices(reportedDevices(v, rc))
 	}
 	return o
 }
@@ -435,7 +435,7 @@ func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 		o.SetNics(renderNICs(v, rc, rc.follows("nics.reported_devices")))
 	}
 	if rc.follows("reported_devices") {
-		o.SetReportedDevices(reportedDevices(v, rc, nil))
+		o.SetReportedDevices(reportedDevices(v, rc))
 	}
 	return o
 }

@@ -86,6 +86,9 @@ type TemplateDisk struct {
 	Format string `json:"format,omitempty"`
 	// StorageDomain is the name of the domain holding the disk. Default: the first active data domain of the template's data center.
 	StorageDomain string `json:"storage_domain,omitempty"`
+	// StorageDomains names further domains that hold a copy of the disk
+	// (the engine's "copy template disk"). A VM may be created on any of them.
+	StorageDomains []string `json:"storage_domains,omitempty"`
 	// Bootable marks the OS disk.
 	Bootable bool `json:"bootable,omitempty"`
 	// Interface is the attachment interface: "virtio_scsi" (default), "virtio", "ide" or "sata".
@@ -114,6 +117,9 @@ type Template struct {
 	Disks []TemplateDisk `json:"disks,omitempty"`
 	// Status is "ok" (default), "locked" or "illegal".
 	Status string `json:"status,omitempty"`
+	// NoGuestAgent means the image has no qemu-guest-agent: VMs created
+	// from it report no devices and stay powering_up for NoAgentPoweringUp.
+	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
 }
 
 // VnicProfile is a vNIC profile in the seed inventory.
@@ -143,6 +149,9 @@ type Timings struct {
 	PoweringDown time.Duration
 	// GuestAgentDelay is how long after up the guest agent starts reporting IPs.
 	GuestAgentDelay time.Duration
+	// NoAgentPoweringUp replaces PoweringUp for a VM without a guest agent:
+	// VDSM keeps such a VM powering_up until its timeout. Zero means 60s.
+	NoAgentPoweringUp time.Duration
 }
 
 type timingsJSON struct {
@@ -153,6 +162,7 @@ type timingsJSON struct {
 	PoweringUp      Duration `json:"powering_up,omitempty"`
 	PoweringDown    Duration `json:"powering_down,omitempty"`
 	GuestAgentDelay Duration `json:"guest_agent_delay,omitempty"`
+	NoAgentPU       Duration `json:"no_agent_powering_up,omitempty"`
 }
 
 // MarshalJSON writes the durations as strings with lower_snake keys.
@@ -161,6 +171,7 @@ func (t Timings) MarshalJSON() ([]byte, error) {
 		ImageLock: Duration(t.ImageLock), CloneFactor: t.CloneFactor, DiskLock: Duration(t.DiskLock),
 		WaitForLaunch: Duration(t.WaitForLaunch), PoweringUp: Duration(t.PoweringUp),
 		PoweringDown: Duration(t.PoweringDown), GuestAgentDelay: Duration(t.GuestAgentDelay),
+		NoAgentPU: Duration(t.NoAgentPoweringUp),
 	})
 }
 
@@ -174,6 +185,7 @@ func (t *Timings) UnmarshalJSON(b []byte) error {
 		ImageLock: j.ImageLock.Std(), CloneFactor: j.CloneFactor, DiskLock: j.DiskLock.Std(),
 		WaitForLaunch: j.WaitForLaunch.Std(), PoweringUp: j.PoweringUp.Std(),
 		PoweringDown: j.PoweringDown.Std(), GuestAgentDelay: j.GuestAgentDelay.Std(),
+		NoAgentPoweringUp: j.NoAgentPU.Std(),
 	}
 	return nil
 }
@@ -285,8 +297,14 @@ type Seed struct {
 	Faults []FaultRule `json:"faults,omitempty"`
 	// RandomSeed seeds ids, MAC addresses, fault decisions and latencies. Default 1.
 	RandomSeed int64 `json:"random_seed,omitempty"`
-	// NoGuestAgent disables the guest agent: running VMs report no IP addresses.
+	// NoGuestAgent disables the guest agent of every VM: running VMs report no devices.
 	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
+	// GuestInterfaces configures the interfaces guest agents report. Nil
+	// means DefaultGuestInterfaces(): a Kubernetes node with 100 Service IPs.
+	GuestInterfaces *GuestInterfaces `json:"guest_interfaces,omitempty"`
+	// IgnoreFollow makes the simulator ignore follow=, like a proxy or an
+	// older engine: entities then carry only <link> elements.
+	IgnoreFollow bool `json:"ignore_follow,omitempty"`
 }
 
 // LoadSeed reads a JSON seed file. Unknown fields are an error, so typos do
@@ -334,7 +352,7 @@ func DemoSeed() *Seed {
 			},
 			{
 				Name: "ubuntu-22.04", Cluster: "Default", Version: 1, OSType: "other_linux",
-				Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096, Status: "ok",
+				Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096, Status: "ok", NoGuestAgent: true,
 				Disks: []TemplateDisk{{Alias: "ubuntu-22.04_Disk1", SizeGB: 10, Format: "cow",
 					StorageDomain: "data", Bootable: true, Interface: "virtio_scsi"}},
 			},
@@ -343,7 +361,9 @@ func DemoSeed() *Seed {
 		Username:     "admin@internal",
 		Password:     "secret",
 		TokenTTL:     Duration(time.Hour),
-		RandomSeed:   1,
+		// The ubuntu image has no guest agent; 20s instead of VDSM's 60s keeps the demo fast.
+		Timings:    Timings{NoAgentPoweringUp: 20 * time.Second},
+		RandomSeed: 1,
 	}
 }
 
@@ -358,11 +378,40 @@ func (s *Seed) clone() *Seed {
 	c.StorageDomains = append([]StorageDomain(nil), s.StorageDomains...)
 	c.Templates = make([]Template, len(s.Templates))
 	for i, t := range s.Templates {
-		t.Disks = append([]TemplateDisk(nil), t.Disks...)
+		t.Disks = cloneTemplateDisks(t.Disks)
 		c.Templates[i] = t
 	}
 	c.VnicProfiles = append([]VnicProfile(nil), s.VnicProfiles...)
+	if s.GuestInterfaces != nil {
+		g := *s.GuestInterfaces
+		g.Extra = cloneGuestInterfaces(g.Extra)
+		c.GuestInterfaces = &g
+	}
 	c.Latency = append([]LatencyRule(nil), s.Latency...)
 	c.Faults = append([]FaultRule(nil), s.Faults...)
 	return &c
+}
+
+func cloneTemplateDisks(ds []TemplateDisk) []TemplateDisk {
+	if ds == nil {
+		return nil
+	}
+	out := make([]TemplateDisk, len(ds))
+	for i, d := range ds {
+		d.StorageDomains = append([]string(nil), d.StorageDomains...)
+		out[i] = d
+	}
+	return out
+}
+
+func cloneGuestInterfaces(l []GuestInterface) []GuestInterface {
+	if l == nil {
+		return nil
+	}
+	out := make([]GuestInterface, len(l))
+	for i, e := range l {
+		e.IPs = append([]string(nil), e.IPs...)
+		out[i] = e
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,12 +38,23 @@ func TestSeedJSONRoundTripsDurationsAsStrings(t *testing.T) {
 		Latency:  []ovirtsim.LatencyRule{{Method: "GET", Path: "/vms/{id}", Min: time.Millisecond, Max: 3 * time.Millisecond}},
 		Faults:   []ovirtsim.FaultRule{{Method: "POST", Path: "/vms", Status: 500, Rate: 0.5, Count: 2, Hang: time.Second, Detail: "boom"}},
 	}
+	in.Timings.NoAgentPoweringUp = 7 * time.Second
+	in.Templates = []ovirtsim.Template{{Name: "t", NoGuestAgent: true, Disks: []ovirtsim.TemplateDisk{
+		{SizeGB: 1, StorageDomain: "a", StorageDomains: []string{"b", "c"}}}}}
+	in.GuestInterfaces = &ovirtsim.GuestInterfaces{Kubernetes: false, ServiceIPs: 5,
+		Extra: []ovirtsim.GuestInterface{{Name: "cali0", MAC: "ee:ee:ee:ee:ee:ee", IPs: []string{"192.168.1.1"}}}}
+	in.IgnoreFollow = true
 	b, err := json.Marshal(in)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(b)).To(ContainSubstring(`"token_ttl":"1m30s"`))
 	g.Expect(string(b)).To(ContainSubstring(`"image_lock":"2s"`))
 	g.Expect(string(b)).To(ContainSubstring(`"hang":"1s"`))
 	g.Expect(string(b)).To(ContainSubstring(`"min":"1ms"`))
+	g.Expect(string(b)).To(ContainSubstring(`"no_agent_powering_up":"7s"`))
+	g.Expect(string(b)).To(ContainSubstring(`"no_guest_agent":true`))
+	g.Expect(string(b)).To(ContainSubstring(`"storage_domains":["b","c"]`))
+	g.Expect(string(b)).To(ContainSubstring(`"guest_interfaces":{"kubernetes":false,"service_ips":5,"extra":[{"name":"cali0","mac":"ee:ee:ee:ee:ee:ee","ips":["192.168.1.1"]}]}`))
+	g.Expect(string(b)).To(ContainSubstring(`"ignore_follow":true`))
 	var out ovirtsim.Seed
 	g.Expect(json.Unmarshal(b, &out)).To(Succeed())
 	g.Expect(&out).To(Equal(in))
@@ -115,4 +127,51 @@ func TestParseFaultRuleAndLatency(t *testing.T) {
 	g.Expect(l).To(Equal(ovirtsim.LatencyRule{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond}))
 	_, err = ovirtsim.ParseLatency("30ms-10ms")
 	g.Expect(err).To(HaveOccurred())
+}
+
+func TestGuestInterfacesJSONDefaultsKubernetesToTrue(t *testing.T) {
+	g := NewWithT(t)
+	var s ovirtsim.Seed
+	g.Expect(json.Unmarshal([]byte(`{"guest_interfaces":{"service_ips":3}}`), &s)).To(Succeed())
+	g.Expect(*s.GuestInterfaces).To(Equal(ovirtsim.GuestInterfaces{Kubernetes: true, ServiceIPs: 3}))
+	g.Expect(json.Unmarshal([]byte(`{"guest_interfaces":{"kubernetes":false}}`), &s)).To(Succeed())
+	g.Expect(s.GuestInterfaces.Kubernetes).To(BeFalse())
+	g.Expect(json.Unmarshal([]byte(`{"guest_interfaces":{"kubernetez":false}}`), &s)).To(MatchError(ContainSubstring("unknown field")))
+}
+
+func TestSeedFilesLoadAndBuild(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("seeds", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no seed files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			g := NewWithT(t)
+			s, err := ovirtsim.LoadSeed(f)
+			g.Expect(err).NotTo(HaveOccurred())
+			sim, err := ovirtsim.NewBuilder().WithSeed(s).Build()
+			g.Expect(err).NotTo(HaveOccurred())
+			sim.Close()
+		})
+	}
+}
+
+// The "seed with everything" of docs/ovirtsim.md loads and builds.
+func TestDocumentedSeedWithEverythingBuilds(t *testing.T) {
+	g := NewWithT(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ovirtsim.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, rest, ok := strings.Cut(string(doc), "A seed with everything:\n\n```json\n")
+	g.Expect(ok).To(BeTrue())
+	js, _, ok := strings.Cut(rest, "```")
+	g.Expect(ok).To(BeTrue())
+	p := filepath.Join(t.TempDir(), "everything.json")
+	g.Expect(os.WriteFile(p, []byte(js), 0o644)).To(Succeed())
+	s, err := ovirtsim.LoadSeed(p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.GuestInterfaces.Extra).To(HaveLen(1))
+	g.Expect(s.Templates[0].Disks[0].StorageDomains).To(Equal([]string{"data2"}))
+	sim, err := ovirtsim.NewBuilder().WithSeed(s).Build()
+	g.Expect(err).NotTo(HaveOccurred())
+	sim.Close()
 }

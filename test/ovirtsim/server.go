@@ -75,6 +75,8 @@ type apiReq struct {
 	body    []byte
 	bodyErr error
 	bufs    *sync.Pool // response buffers of the simulator
+	owner   linkOwner  // owner of the listed sub-collection, for hrefs
+	extra   string     // raw XML added to the top-level entity (creation_status)
 }
 
 func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
@@ -142,7 +144,7 @@ func (rq *apiReq) injected(f FaultRule) {
 	if detail == "" {
 		detail = fmt.Sprintf("Injected fault: HTTP %d %s", f.Status, http.StatusText(f.Status))
 	}
-	rq.fault(&apiError{f.Status, reasonFailed, detail})
+	rq.writeFault(&apiError{f.Status, reasonFailed, detail})
 }
 
 func (rq *apiReq) unauthorized() {
@@ -156,6 +158,7 @@ func (rq *apiReq) unauthorized() {
 
 type xmlBuf struct {
 	buf bytes.Buffer
+	out bytes.Buffer // buf with hrefs and links
 	w   *ovirtsdk.XMLWriter
 }
 
@@ -179,15 +182,34 @@ func (rq *apiReq) writeXML(status int, render func(*ovirtsdk.XMLWriter) error) {
 		rq.fault(&apiError{500, reasonFailed, "simulator error: rendering: " + err.Error()})
 		return
 	}
+	body := b.buf.Bytes()
+	if status < 300 {
+		b.out.Reset()
+		addLinks(&b.out, body, rq.owner, rq.extra)
+		body = b.out.Bytes()
+	}
 	h := rq.w.Header()
 	h.Set("Content-Type", "application/xml;charset=UTF-8")
-	h.Set("Content-Length", strconv.Itoa(b.buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	rq.status = status
 	rq.w.WriteHeader(status)
-	_, _ = rq.w.Write(b.buf.Bytes()) // the client may be gone; nothing to do
+	_, _ = rq.w.Write(body) // the client may be gone; nothing to do
 }
 
+// fault answers an engine error. A GET of a missing entity is a 404 with an
+// empty body, as the engine's BackendResource answers it (no <fault>).
 func (rq *apiReq) fault(e *apiError) {
+	if (e.reason == "" && e.detail == "") || (e.status == http.StatusNotFound && rq.r.Method == http.MethodGet) {
+		rq.status = e.status
+		rq.w.Header().Set("Content-Length", "0")
+		rq.w.WriteHeader(e.status)
+		return
+	}
+	rq.writeFault(e)
+}
+
+// writeFault answers <fault><reason/><detail/></fault> with e's status.
+func (rq *apiReq) writeFault(e *apiError) {
 	f := &ovirtsdk.Fault{}
 	f.SetReason(esc(e.reason))
 	f.SetDetail(esc(e.detail))
@@ -202,11 +224,8 @@ func (rq *apiReq) actionDone() {
 }
 
 // removed answers a successful DELETE: 200 with no body.
-func (rq *apiReq) removed() {
-	rq.status = http.StatusOK
-	rq.w.Header().Set("Content-Length", "0")
-	rq.w.WriteHeader(http.StatusOK)
-}
+// removed answers a DELETE like the engine: 200 with <action><status>complete</status></action>.
+func (rq *apiReq) removed() { rq.actionDone() }
 
 func (s *Simulator) authorised(r *http.Request) bool {
 	h := r.Header.Get("Authorization")

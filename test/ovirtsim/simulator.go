@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -69,7 +70,7 @@ func (b *Builder) WithStorageDomain(sd StorageDomain) *Builder {
 
 // WithTemplate adds a template (its cluster and storage domains must be added too, in any order).
 func (b *Builder) WithTemplate(t Template) *Builder {
-	t.Disks = append([]TemplateDisk(nil), t.Disks...)
+	t.Disks = cloneTemplateDisks(t.Disks)
 	b.seed.Templates = append(b.seed.Templates, t)
 	return b
 }
@@ -116,9 +117,24 @@ func (b *Builder) WithRandomSeed(n int64) *Builder {
 	return b
 }
 
-// WithoutGuestAgent makes running VMs report no IP addresses.
+// WithoutGuestAgent makes every VM run without a guest agent: nothing is
+// reported, and starting VMs stay powering_up for Timings.NoAgentPoweringUp.
 func (b *Builder) WithoutGuestAgent() *Builder {
 	b.seed.NoGuestAgent = true
+	return b
+}
+
+// WithGuestInterfaces sets the interfaces guest agents report besides lo
+// and one ethN per NIC (default: DefaultGuestInterfaces()).
+func (b *Builder) WithGuestInterfaces(g GuestInterfaces) *Builder {
+	g.Extra = cloneGuestInterfaces(g.Extra)
+	b.seed.GuestInterfaces = &g
+	return b
+}
+
+// WithIgnoreFollow makes the simulator ignore follow= (entities carry only links).
+func (b *Builder) WithIgnoreFollow() *Builder {
+	b.seed.IgnoreFollow = true
 	return b
 }
 
@@ -149,10 +165,13 @@ type Simulator struct {
 	stopOnce sync.Once
 	routes   []route
 
-	mu         sync.RWMutex // guards inv, timings, guestAgent
-	inv        *inventory
-	timings    Timings
-	guestAgent bool
+	mu           sync.RWMutex // guards inv, timings, guestAgent, guestIfaces, ignoreFollow
+	inv          *inventory
+	timings      Timings
+	guestAgent   bool
+	guestIfaces  GuestInterfaces // normalised
+	ignoreFollow bool
+	renders      atomic.Uint64 // numbers requests, for the order of reported devices
 
 	authMu   sync.RWMutex // guards the fields below
 	username string
@@ -180,6 +199,10 @@ func (b *Builder) Build() (*Simulator, error) {
 	if cfg.Faults, err = validateFaults(cfg.Faults); err != nil {
 		return nil, err
 	}
+	gi, err := normaliseGuestInterfaces(cfg.GuestInterfaces)
+	if err != nil {
+		return nil, err
+	}
 	inv, err := newInventory(cfg, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("building inventory: %w", err)
@@ -197,7 +220,7 @@ func (b *Builder) Build() (*Simulator, error) {
 		return nil, fmt.Errorf("listening on %s: %w", b.listen, err)
 	}
 	s := &Simulator{built: cfg, caPEM: caPEM, done: make(chan struct{}), inv: inv,
-		timings: cfg.Timings, guestAgent: !cfg.NoGuestAgent,
+		timings: cfg.Timings, guestAgent: !cfg.NoGuestAgent, guestIfaces: gi, ignoreFollow: cfg.IgnoreFollow,
 		username: cfg.Username, password: cfg.Password, ttl: ttlOf(cfg.TokenTTL),
 		tokens: map[string]time.Time{}}
 	s.rules.seed = uint64(cfg.RandomSeed)
@@ -219,9 +242,13 @@ func (b *Builder) Build() (*Simulator, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0), // TLS handshake failures are expected in TLS tests
 	}
-	go func() { _ = s.srv.ServeTLS(ln, "", "") }() // returns ErrServerClosed on Close
+	go func() { _ = s.srv.Serve(expectListener{tls.NewListener(ln, s.srv.TLSConfig)}) }() // returns ErrServerClosed on Close
 	return s, nil
 }
+
+// defaultNoAgentPoweringUp is how long VDSM keeps a VM without a guest
+// agent powering_up (its guest agent timeout) before it reports Up.
+const defaultNoAgentPoweringUp = 60 * time.Second
 
 func ttlOf(d Duration) time.Duration {
 	if d < 0 {
@@ -231,10 +258,13 @@ func ttlOf(d Duration) time.Duration {
 }
 
 func normaliseTimings(t Timings) (Timings, error) {
-	for _, d := range []time.Duration{t.ImageLock, t.DiskLock, t.WaitForLaunch, t.PoweringUp, t.PoweringDown, t.GuestAgentDelay} {
+	for _, d := range []time.Duration{t.ImageLock, t.DiskLock, t.WaitForLaunch, t.PoweringUp, t.PoweringDown, t.GuestAgentDelay, t.NoAgentPoweringUp} {
 		if d < 0 {
 			return t, invalidf("negative timing %v", d)
 		}
+	}
+	if t.NoAgentPoweringUp == 0 {
+		t.NoAgentPoweringUp = defaultNoAgentPoweringUp
 	}
 	if t.CloneFactor < 0 {
 		return t, invalidf("negative clone factor %v", t.CloneFactor)
@@ -334,7 +364,7 @@ func (s *Simulator) setFaults(rules []FaultRule) error {
 // SetTimings replaces the timings; operations already in progress keep
 // theirs. Negative durations count as zero.
 func (s *Simulator) SetTimings(t Timings) {
-	for _, d := range []*time.Duration{&t.ImageLock, &t.DiskLock, &t.WaitForLaunch, &t.PoweringUp, &t.PoweringDown, &t.GuestAgentDelay} {
+	for _, d := range []*time.Duration{&t.ImageLock, &t.DiskLock, &t.WaitForLaunch, &t.PoweringUp, &t.PoweringDown, &t.GuestAgentDelay, &t.NoAgentPoweringUp} {
 		*d = max(*d, 0)
 	}
 	t.CloneFactor = max(t.CloneFactor, 0)
@@ -344,11 +374,46 @@ func (s *Simulator) SetTimings(t Timings) {
 	s.timings = t
 }
 
-// SetGuestAgent turns IP reporting of running VMs on or off.
+// SetGuestAgent turns the guest agent of every VM on or off (a VM switched
+// off by its template or SetVMGuestAgent stays off).
 func (s *Simulator) SetGuestAgent(enabled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.guestAgent = enabled
+}
+
+// SetVMGuestAgent installs (on) or removes the guest agent of one VM. It
+// applies to reporting at once and to the powering_up time of the next start.
+func (s *Simulator) SetVMGuestAgent(vmID string, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return err
+	}
+	v.noAgent = !on
+	return nil
+}
+
+// SetGuestInterfaces replaces the interfaces guest agents report besides lo
+// and ethN; it fails (ErrInvalid) on an extra interface without a name or
+// with a bad MAC or IP.
+func (s *Simulator) SetGuestInterfaces(g GuestInterfaces) error {
+	gi, err := normaliseGuestInterfaces(&g)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.guestIfaces = gi
+	return nil
+}
+
+// SetIgnoreFollow makes the simulator ignore (true) or honour follow=.
+func (s *Simulator) SetIgnoreFollow(ignore bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignoreFollow = ignore
 }
 
 // SetCredentials changes the SSO credentials; issued tokens stay valid.
@@ -511,6 +576,9 @@ func (s *Simulator) Reset() {
 	}
 	s.mu.Lock()
 	s.inv, s.timings, s.guestAgent = inv, s.built.Timings, !s.built.NoGuestAgent
+	s.guestIfaces, _ = normaliseGuestInterfaces(s.built.GuestInterfaces) // validated in Build
+	s.ignoreFollow = s.built.IgnoreFollow
+	s.renders.Store(0)
 	s.mu.Unlock()
 	s.authMu.Lock()
 	s.tokens = map[string]time.Time{}

@@ -73,6 +73,7 @@ type template struct {
 	nics                    []*templateNIC
 	created                 time.Time
 	runtime                 bool // added after Build via AddTemplate
+	noAgent                 bool // the image has no guest agent
 }
 
 type templateNIC struct {
@@ -87,6 +88,7 @@ type disk struct {
 	format       string
 	sparse       bool
 	sd           *storageDomain
+	copies       []*storageDomain // template disks: further domains holding a copy
 	bootable     bool
 	iface        string
 	active       bool
@@ -145,6 +147,7 @@ type vm struct {
 	phaseAt              time.Time
 	wfl, pu, pd, gaDelay time.Duration
 	startTime, stopTime  time.Time
+	noAgent              bool // no guest agent (template or SetVMGuestAgent)
 }
 
 // status computes the engine status from the recorded timestamps: no
@@ -181,7 +184,7 @@ func (v *vm) upSince(now time.Time) (time.Time, bool) {
 
 func (v *vm) reportsIPs(now time.Time, guestAgent bool) bool {
 	t, ok := v.upSince(now)
-	return ok && guestAgent && !now.Before(t.Add(v.gaDelay))
+	return ok && guestAgent && !v.noAgent && !now.Before(t.Add(v.gaDelay))
 }
 
 func (v *vm) attachment(diskID string) *disk {
@@ -467,7 +470,7 @@ func (inv *inventory) addTemplate(t Template, now time.Time, runtime bool) error
 	}
 	tp := &template{id: inv.newID(), name: t.Name, version: t.Version, cluster: cl, osType: t.OSType,
 		sockets: t.Sockets, cores: t.Cores, threads: t.Threads, memoryMB: t.MemoryMB, status: t.Status,
-		created: now, runtime: runtime}
+		created: now, runtime: runtime, noAgent: t.NoGuestAgent}
 	for i, td := range t.Disks {
 		if td.Alias == "" {
 			td.Alias = fmt.Sprintf("%s_Disk%d", t.Name, i+1)
@@ -507,6 +510,18 @@ func (inv *inventory) addTemplate(t Template, now time.Time, runtime bool) error
 		d := &disk{id: inv.newID(), alias: td.Alias, sizeBytes: td.SizeGB * gib, format: td.Format,
 			sparse: td.Format == "cow", sd: sd, bootable: td.Bootable, iface: td.Interface, active: true,
 			template: tp, created: now}
+		for _, name := range td.StorageDomains {
+			c := inv.sdByName[name]
+			switch {
+			case c == nil:
+				return invalidf("template %q disk %q: unknown storage domain %q", t.Name, td.Alias, name)
+			case c.dc != cl.dc:
+				return invalidf("template %q disk %q: storage domain %q is not in data center %q", t.Name, td.Alias, name, cl.dc.name)
+			case c == sd || slices.Contains(d.copies, c):
+				return invalidf("template %q disk %q: storage domain %q named twice", t.Name, td.Alias, name)
+			}
+			d.copies = append(d.copies, c)
+		}
 		tp.disks = append(tp.disks, d)
 		inv.tdisks[d.id] = d
 	}

@@ -1,6 +1,7 @@
 package ovirtsim
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -83,4 +84,45 @@ func serial() *big.Int {
 		return big.NewInt(time.Now().UnixNano())
 	}
 	return n
+}
+
+// expectListener renames "Expect: 201-created" request headers to
+// expectHeader before net/http parses them: Go's server answers 417
+// Expectation Failed to any Expect other than 100-continue, while the engine
+// honours 201-created (block until created). The rename happens in each
+// decrypted read, so a header split across two reads is not renamed.
+type expectListener struct{ net.Listener }
+
+// Accept wraps the accepted connection.
+func (l expectListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err //nolint:wrapcheck // net/http inspects listener errors (net.Error) itself
+	}
+	return expectConn{c}, nil
+}
+
+type expectConn struct{ net.Conn }
+
+// Read reads and renames the Expect: 201-created headers in what it read.
+func (c expectConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	renameExpect(p[:n])
+	return n, err //nolint:wrapcheck // io.EOF must stay io.EOF
+}
+
+func renameExpect(b []byte) {
+	const name = "expect:"
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return
+		}
+		k := i + j + 1
+		if len(b)-k > len(name) && bytes.EqualFold(b[k:k+len(name)], []byte(name)) &&
+			bytes.HasPrefix(bytes.ToLower(bytes.TrimLeft(b[k+len(name):], " \t")), []byte("201-created")) {
+			copy(b[k:], expectHeader)
+		}
+		i = k
+	}
 }

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	caOut := fs.String("ca-out", "", "write the CA PEM to this path (default: a temporary file)")
 	imageLock := fs.Duration("image-lock", 0, "how long new VMs stay image_locked")
 	bootDelay := fs.Duration("boot-delay", 0, "time from start to up, split over wait_for_launch and powering_up")
-	noGuestAgent := fs.Bool("no-guest-agent", false, "running VMs report no IP addresses")
+	noGuestAgent := fs.Bool("no-guest-agent", false, "no VM has a guest agent: nothing is reported and powering_up lasts the seed's no_agent_powering_up")
 	urlFile := fs.String("url-file", "", "write the API URL to this file once serving")
 	if err := fs.Parse(args); err != nil {
 		return err
