@@ -185,6 +185,9 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := inv.checkNameAndDescription(sp.name, sp.description, action); aerr != nil {
+		return nil, aerr
+	}
 	if !validName(sp.name) {
 		return nil, cannot(400, action, badNameWhy)
 	}
@@ -230,7 +233,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	if v.maxMemory == 0 {
 		v.maxMemory = 4 * v.memory
 	}
-	if aerr := validateShape(v, action); aerr != nil {
+	if aerr := inv.validateShape(v, action); aerr != nil {
 		return nil, aerr
 	}
 
@@ -329,9 +332,12 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	return v, nil
 }
 
-func validateShape(v *vm, action string) *apiError {
+func (inv *inventory) validateShape(v *vm, action string) *apiError {
 	if v.sockets < 1 || v.cores < 1 || v.thr < 1 {
 		return cannot(400, action, "CPU topology values must be positive.")
+	}
+	if mx := inv.version.maxVCPUs(); int64(v.sockets)*int64(v.cores)*int64(v.thr) > int64(mx) {
+		return cannot(400, action, fmt.Sprintf("The total number of CPU cores exceeds the maximum of %d.", mx))
 	}
 	if v.memory <= 0 {
 		return cannot(400, action, "Memory size must be positive.")
@@ -411,6 +417,9 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	} else if u.memory != nil && n.maxMemory < n.memory {
 		n.maxMemory = 4 * n.memory
 	}
+	if aerr := inv.checkNameAndDescription(n.name, n.description, action); aerr != nil {
+		return aerr
+	}
 	if n.name != v.name {
 		if !validName(n.name) {
 			return cannot(400, action, badNameWhy)
@@ -419,7 +428,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 			return cannot(400, action, dupNameWhy)
 		}
 	}
-	if aerr := validateShape(&n, action); aerr != nil {
+	if aerr := inv.validateShape(&n, action); aerr != nil {
 		return aerr
 	}
 	if n.name != v.name {

@@ -287,6 +287,11 @@ type Seed struct {
 	RandomSeed int64 `json:"random_seed,omitempty"`
 	// NoGuestAgent disables the guest agent: running VMs report no IP addresses.
 	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
+	// MaxVMNameLength is the engine's MaxVmNameLength: longer VM names are refused. 0 means 64.
+	MaxVMNameLength int `json:"max_vm_name_length,omitempty"`
+	// Version is the engine version, "major.minor[.build]", reported by GET /api and deciding
+	// version-dependent limits (MaxNumOfVmCpus: 384 on 4.4, 512 from 4.5). Default "4.5.5".
+	Version string `json:"version,omitempty"`
 }
 
 // LoadSeed reads a JSON seed file. Unknown fields are an error, so typos do

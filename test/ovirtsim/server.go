@@ -127,6 +127,12 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 	if rq.corr == "" {
 		rq.corr = r.Header.Get("Correlation-Id")
 	}
+	if rq.corr != "" && r.Method != http.MethodGet {
+		if aerr := checkCorrelationID(rq.corr); aerr != nil {
+			rq.fault(aerr)
+			return
+		}
+	}
 	rt.h(s, rq)
 	if rq.status == 0 {
 		rq.fault(&apiError{500, reasonFailed, "simulator error: handler wrote no answer"})

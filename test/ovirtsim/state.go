@@ -239,6 +239,9 @@ type inventory struct {
 
 	vmSeq, macSeq int
 	ipSeq         map[*cluster]int
+
+	version    engineVersion // reported by GET /api, decides the vCPU maximum
+	maxNameLen int           // MaxVmNameLength
 }
 
 func newInventory(seed *Seed, now time.Time) (*inventory, error) {
@@ -255,7 +258,20 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 		jobsByCorr:    map[string][]*job{},
 		byID:          map[string]any{},
 		ipSeq:         map[*cluster]int{},
+		maxNameLen:    seed.MaxVMNameLength,
 	}
+	if inv.maxNameLen <= 0 {
+		inv.maxNameLen = defaultMaxVMNameLength
+	}
+	ver := seed.Version
+	if ver == "" {
+		ver = defaultVersion
+	}
+	v, err := parseVersion(ver)
+	if err != nil {
+		return nil, err
+	}
+	inv.version = v
 	inv.blank = &template{id: blankTemplateID, name: "Blank", version: 1, osType: "other",
 		sockets: 1, cores: 1, threads: 1, memoryMB: 1024, status: "ok", created: now}
 	inv.templates = append(inv.templates, inv.blank)
