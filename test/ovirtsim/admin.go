@@ -172,6 +172,12 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ok(map[string]string{"detached": segs[3]})
 		}
+	case "GET vms/{id}/initialization":
+		if in, err := s.Initialization(segs[1]); err != nil {
+			fail(err)
+		} else {
+			ok(in)
+		}
 	case "DELETE vms/{id}":
 		if err := s.DeleteVM(segs[1]); err != nil {
 			fail(err)

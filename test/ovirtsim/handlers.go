@@ -955,6 +955,8 @@ func vmSpecOf(v *ovirtsdk.Vm) *vmSpec {
 	if in, ok := v.Initialization(); ok {
 		sp.customScript, _ = in.CustomScript()
 		sp.hostName, _ = in.HostName()
+		sp.initUser, _ = in.UserName()
+		sp.sshKeys, _ = in.AuthorizedSshKeys()
 	}
 	if das, ok := v.DiskAttachments(); ok {
 		for _, da := range das.Slice() {
@@ -1034,6 +1036,8 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 	if in, ok := v.Initialization(); ok {
 		u.customScript = str(in.CustomScript())
 		u.hostName = str(in.HostName())
+		u.initUser = str(in.UserName())
+		u.sshKeys = str(in.AuthorizedSshKeys())
 	}
 	if cpu, ok := v.Cpu(); ok {
 		if tp, ok := cpu.Topology(); ok {

@@ -89,6 +89,7 @@ type vmSpec struct {
 	memory, guaranteed, maxMemory                          int64
 	vmType, osType                                         string
 	comment, description, customScript, hostName           string
+	initUser, sshKeys                                      string
 	overrides                                              []diskOverride
 	corr                                                   string
 }
@@ -206,6 +207,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 
 	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone,
 		comment: sp.comment, description: sp.description, customScript: sp.customScript, hostName: sp.hostName,
+		initUser: sp.initUser, sshKeys: sp.sshKeys,
 		osType: sp.osType, vmType: sp.vmType,
 		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
 		memory: sp.memory, guaranteed: sp.guaranteed, maxMemory: sp.maxMemory}
@@ -375,6 +377,7 @@ func vmLocked(v *vm, now time.Time, action string) *apiError {
 // vmUpdate carries the fields of a PUT /vms/{id}; nil means unchanged.
 type vmUpdate struct {
 	name, comment, description, vmType, osType, customScript, hostName *string
+	initUser, sshKeys                                                  *string
 	sockets, cores, threads                                            *int
 	memory, guaranteed, maxMemory                                      *int64
 }
@@ -397,6 +400,8 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	set(&n.osType, u.osType)
 	set(&n.customScript, u.customScript)
 	set(&n.hostName, u.hostName)
+	set(&n.initUser, u.initUser)
+	set(&n.sshKeys, u.sshKeys)
 	if u.sockets != nil {
 		n.sockets = *u.sockets
 	}
@@ -437,7 +442,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 		inv.indexVMName(v)
 	}
 	v.comment, v.description, v.vmType, v.osType = n.comment, n.description, n.vmType, n.osType
-	v.customScript, v.hostName = n.customScript, n.hostName
+	v.customScript, v.hostName, v.initUser, v.sshKeys = n.customScript, n.hostName, n.initUser, n.sshKeys
 	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
 	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
 	return nil
@@ -481,6 +486,14 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	}
 	if v.status(now) != "down" {
 		return cannot(409, action, "VM is running.")
+	}
+	if !v.initialized {
+		// RunVmCommand.updateVmInit: the initialization applies on the first run only.
+		in, aerr := composeInit(v, now)
+		if aerr != nil {
+			return aerr
+		}
+		v.init, v.initialized = in, true
 	}
 	v.power, v.phaseAt = phaseStarting, now
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay

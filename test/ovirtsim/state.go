@@ -134,6 +134,9 @@ type vm struct {
 	comment, description string
 	customScript         string
 	hostName             string
+	initUser, sshKeys    string            // initialization.user_name, authorized_ssh_keys
+	initialized          bool              // has run once: initialization is not applied again
+	init                 *VMInitialization // what the first run composed, nil without initialization
 	osType, vmType       string
 	sockets, cores, thr  int
 	memory, guaranteed   int64
