@@ -1260,7 +1260,7 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 			}
 		} else {
 			var aerr *apiError
-			if aerr = vmLocked(v, rc.now, "add Virtual Disk"); aerr != nil {
+			if aerr = vmImageLocked(v, rc.now, "add Virtual Disk"); aerr != nil {
 				return nil, aerr
 			}
 			if d, aerr = s.inv.createDisk(diskSpecOf(bd), rc.now, s.timings); aerr != nil {

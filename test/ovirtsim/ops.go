@@ -34,8 +34,30 @@ const (
 	reasonFailed     = "Operation Failed"
 	reasonIncomplete = "Incomplete parameters"
 	vmLockedWhy      = "VM is locked. Please try again in a few minutes."
-	diskLockedWhy    = "Disk is locked. Please try again in a few minutes."
+	diskLockedWhy    = "Disk is locked. Please try again later."
+	relatedOpWhy     = "Related operation is currently in progress. Please try again later."
 )
+
+// vmImageLocked refuses disk and NIC operations on an image_locked VM with
+// the engine's VM_STATUS_ILLEGAL text, e.g. "[Cannot edit Virtual Disk
+// because the VM is in Image Locked status.]".
+func vmImageLocked(v *vm, now time.Time, action string) *apiError {
+	if v.status(now) == "image_locked" {
+		return &apiError{409, reasonFailed, "[Cannot " + action + " because the VM is in Image Locked status.]"}
+	}
+	return nil
+}
+
+// lockedDisks lists the aliases of the VM's disks that are locked now.
+func lockedDisks(v *vm, now time.Time) []string {
+	var out []string
+	for _, d := range v.disks {
+		if d.status(now) == "locked" {
+			out = append(out, d.alias)
+		}
+	}
+	return out
+}
 
 func notFound(what string) *apiError {
 	return &apiError{404, reasonFailed, "Entity not found: " + what}
@@ -459,10 +481,9 @@ func (inv *inventory) removeVM(v *vm, detachOnly, force bool, now time.Time) *ap
 		if v.status(now) != "down" {
 			return cannot(409, action, "VM is running.")
 		}
-		for _, d := range v.disks {
-			if d.status(now) == "locked" {
-				return cannot(409, action, diskLockedWhy)
-			}
+		if len(lockedDisks(v, now)) > 0 {
+			// A disk operation holds the VM's lock.
+			return cannot(409, action, relatedOpWhy)
 		}
 	}
 	for _, d := range v.disks {
@@ -486,6 +507,9 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	}
 	if v.status(now) != "down" {
 		return cannot(409, action, "VM is running.")
+	}
+	if l := lockedDisks(v, now); len(l) > 0 {
+		return cannot(409, action, "The following disks are locked: "+strings.Join(l, ", ")+". Please try again in a few minutes.")
 	}
 	if !v.initialized {
 		// RunVmCommand.updateVmInit: the initialization applies on the first run only.
@@ -544,7 +568,7 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 		return cannot(409, action, "The disk belongs to a template.")
 	}
 	if d.vm != nil {
-		if aerr := vmLocked(d.vm, now, action); aerr != nil {
+		if aerr := vmImageLocked(d.vm, now, action); aerr != nil {
 			return aerr
 		}
 	}
@@ -586,12 +610,15 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 	if e.iface != nil {
 		d.iface = *e.iface
 	}
+	// UpdateDiskCommand.lockImageInDb: every update locks the image, alias-only
+	// too; a new size shows once the lock ends (ExtendImageSize finished).
+	d.oldSize = d.sizeBytes
 	if e.sizeBytes != nil && *e.sizeBytes != d.sizeBytes {
 		d.sizeBytes = *e.sizeBytes
 		inv.consume(d.sd, delta)
 		d.consumedGB += delta
-		d.lockedUntil = now.Add(tm.DiskLock)
 	}
+	d.lockedUntil = now.Add(tm.DiskLock)
 	return nil
 }
 
@@ -599,7 +626,7 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 // disk created by the same request.
 func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, active bool, now time.Time, fresh bool) *apiError {
 	const action = "attach Virtual Disk to VM"
-	if aerr := vmLocked(v, now, action); aerr != nil {
+	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return aerr
 	}
 	if d.template != nil {
@@ -692,7 +719,7 @@ func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk
 func (inv *inventory) detachDisk(v *vm, d *disk, force bool, now time.Time) *apiError {
 	const action = "detach Virtual Disk from VM"
 	if !force {
-		if aerr := vmLocked(v, now, action); aerr != nil {
+		if aerr := vmImageLocked(v, now, action); aerr != nil {
 			return aerr
 		}
 		if d.status(now) == "locked" {
@@ -714,7 +741,7 @@ func (inv *inventory) deleteDisk(d *disk, now time.Time) *apiError {
 		return cannot(409, action, diskLockedWhy)
 	}
 	if v := d.vm; v != nil {
-		if aerr := vmLocked(v, now, action); aerr != nil {
+		if aerr := vmImageLocked(v, now, action); aerr != nil {
 			return aerr
 		}
 		if d.active && v.status(now) != "down" {
@@ -757,7 +784,7 @@ func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError
 	if sp.name == "" {
 		return nil, incomplete("Nic", []string{"name"}, "add")
 	}
-	if aerr := vmLocked(v, now, action); aerr != nil {
+	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return nil, aerr
 	}
 	for _, n := range v.nics {
@@ -792,7 +819,7 @@ func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError
 
 func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiError {
 	const action = "edit Interface"
-	if aerr := vmLocked(v, now, action); aerr != nil {
+	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return aerr
 	}
 	if sp.name != "" && sp.name != n.name {
@@ -835,7 +862,7 @@ func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiE
 }
 
 func (inv *inventory) removeNIC(v *vm, n *nic, now time.Time) *apiError {
-	if aerr := vmLocked(v, now, "remove Interface"); aerr != nil {
+	if aerr := vmImageLocked(v, now, "remove Interface"); aerr != nil {
 		return aerr
 	}
 	v.nics = slices.DeleteFunc(v.nics, func(e *nic) bool { return e == n })

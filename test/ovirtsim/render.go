@@ -240,7 +240,7 @@ func renderDisk(d *disk, now time.Time) *ovirtsdk.Disk {
 	if d.description != "" {
 		o.SetDescription(esc(d.description))
 	}
-	o.SetProvisionedSize(d.sizeBytes)
+	o.SetProvisionedSize(d.visibleSize(now))
 	actual := d.consumedGB * gib
 	if actual == 0 {
 		actual = 200 * mib

@@ -83,7 +83,8 @@ type templateNIC struct {
 type disk struct {
 	id, alias    string
 	description  string
-	sizeBytes    int64
+	sizeBytes    int64 // the size the disk has, or will have once the lock ends
+	oldSize      int64 // the size shown while locked by an update; 0: none
 	format       string
 	sparse       bool
 	sd           *storageDomain
@@ -106,6 +107,15 @@ func (d *disk) status(now time.Time) string {
 }
 
 func (d *disk) sizeGB() int64 { return ceilGiB(d.sizeBytes) }
+
+// visibleSize is the provisioned size clients see: during the lock of an
+// update the old one (ExtendImageSize has not finished), then the new one.
+func (d *disk) visibleSize(now time.Time) int64 {
+	if d.oldSize > 0 && now.Before(d.lockedUntil) {
+		return d.oldSize
+	}
+	return d.sizeBytes
+}
 
 func ceilGiB(b int64) int64 { return (b + gib - 1) / gib }
 
