@@ -1101,12 +1101,17 @@ func hRemoveVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
+	force, aerr := rq.boolParam("force", false)
+	if aerr != nil {
+		rq.fault(aerr)
+		return
+	}
 	s.mu.Lock()
 	now := time.Now()
 	v := s.inv.vms[rq.ids[0]]
 	if v == nil {
 		aerr = notFound(rq.ids[0])
-	} else if aerr = s.inv.removeVM(v, detach, false, now); aerr == nil {
+	} else if aerr = s.inv.removeVM(v, detach, force, false, now); aerr == nil {
 		s.inv.addJob(rq.corr, "Removing VM "+v.name, now, now)
 	}
 	s.mu.Unlock()
@@ -1158,7 +1163,8 @@ func hStop(s *Simulator, rq *apiReq) {
 
 func hShutdown(s *Simulator, rq *apiReq) {
 	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
-		return s.inv.shutdownVM(v, now, tm), "Shutting down VM " + v.name, now.Add(tm.PoweringDown)
+		aerr, end := s.inv.shutdownVM(v, now, tm)
+		return aerr, "Shutting down VM " + v.name, end
 	})
 }
 

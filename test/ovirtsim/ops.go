@@ -470,20 +470,34 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	return nil
 }
 
-// removeVM deletes a VM. Attached disks are deleted too unless detachOnly;
-// force skips the engine's validations (out-of-band delete).
-func (inv *inventory) removeVM(v *vm, detachOnly, force bool, now time.Time) *apiError {
+// removeVM deletes a VM. Attached disks are deleted too unless detachOnly
+// (they become floating disks). force is the API's force=true: like
+// RemoveVmCommand it skips the check of locked disks, not the running check.
+// outOfBand skips every validation (Simulator.DeleteVM).
+func (inv *inventory) removeVM(v *vm, detachOnly, force, outOfBand bool, now time.Time) *apiError {
 	const action = "remove VM"
-	if !force {
+	if !outOfBand {
 		if aerr := vmLocked(v, now, action); aerr != nil {
 			return aerr
 		}
 		if v.status(now) != "down" {
 			return cannot(409, action, "VM is running.")
 		}
-		if len(lockedDisks(v, now)) > 0 {
-			// A disk operation holds the VM's lock.
-			return cannot(409, action, relatedOpWhy)
+		if detachOnly && !v.clone && v.template != inv.blank {
+			// RemoveVmCommand.canRemoveVmWithDetachDisks: VM_CANNOT_REMOVE_WITH_DETACH_DISKS_BASED_ON_TEMPLATE.
+			return cannot(400, action, "The VM is based on a template: its disks cannot be detached.")
+		}
+		for _, d := range v.disks {
+			if d.status(now) != "locked" {
+				continue
+			}
+			if d.oldSize > 0 {
+				// An update of the disk still holds the VM's lock (ACTION_TYPE_FAILED_OBJECT_LOCKED).
+				return cannot(409, action, relatedOpWhy)
+			}
+			if !force {
+				return cannot(409, action, diskLockedWhy)
+			}
 		}
 	}
 	for _, d := range v.disks {
@@ -537,20 +551,32 @@ func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
 	return nil
 }
 
-func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) *apiError {
+// shutdownVM is graceful only from up: powering_down, then down (or back to
+// up when the guest ignores ACPI). From wait_for_launch or powering_up the
+// engine stops the VM hard. It reports when the operation ends.
+func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, time.Time) {
 	const action = "shutdown VM"
 	if aerr := vmLocked(v, now, action); aerr != nil {
-		return aerr
+		return aerr, now
 	}
 	switch v.status(now) {
 	case "down":
-		return cannot(409, action, "VM is not running.")
+		return cannot(409, action, "VM is not running."), now
 	case "powering_down":
-		return nil
+		return nil, v.phaseAt.Add(v.pd)
+	case "up":
+		// With or without a guest agent: the engine falls back to ACPI.
+		if v.ignoresACPI {
+			up, _ := v.upSince(now)
+			v.power, v.phaseAt, v.pd, v.upAt = phaseRefusing, now, tm.PoweringDown, up
+			return nil, now.Add(tm.PoweringDown)
+		}
+		v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, tm.PoweringDown, now.Add(tm.PoweringDown)
+		return nil, now.Add(tm.PoweringDown)
 	}
-	// With or without a guest agent: the engine falls back to ACPI.
-	v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, tm.PoweringDown, now.Add(tm.PoweringDown)
-	return nil
+	// wait_for_launch, powering_up: no guest to ask yet, a hard stop.
+	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	return nil, now
 }
 
 // diskEdit carries the editable disk fields; nil means unchanged.

@@ -475,9 +475,22 @@ func (s *Simulator) DeleteVM(vmID string) error {
 	if err != nil {
 		return err
 	}
-	if aerr := s.inv.removeVM(v, false, true, time.Now()); aerr != nil {
+	if aerr := s.inv.removeVM(v, false, false, true, time.Now()); aerr != nil {
 		return aerr
 	}
+	return nil
+}
+
+// SetVMIgnoresACPI makes the guest of a VM ignore (on) or honour (off) ACPI
+// shutdown requests: a graceful shutdown then goes powering_down and back to up.
+func (s *Simulator) SetVMIgnoresACPI(vmID string, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return err
+	}
+	v.ignoresACPI = on
 	return nil
 }
 

@@ -133,6 +133,7 @@ const (
 	phaseDown powerPhase = iota
 	phaseStarting
 	phaseStopping
+	phaseRefusing // a guest that ignores ACPI: powering_down, then up again
 )
 
 type vm struct {
@@ -158,6 +159,8 @@ type vm struct {
 	phaseAt              time.Time
 	wfl, pu, pd, gaDelay time.Duration
 	startTime, stopTime  time.Time
+	ignoresACPI          bool      // the guest ignores ACPI shutdown requests
+	upAt                 time.Time // with phaseRefusing: when the VM first came up
 }
 
 // status computes the engine status from the recorded timestamps: no
@@ -180,6 +183,11 @@ func (v *vm) status(now time.Time) string {
 		if now.Sub(v.phaseAt) < v.pd {
 			return "powering_down"
 		}
+	case phaseRefusing:
+		if now.Sub(v.phaseAt) < v.pd {
+			return "powering_down"
+		}
+		return "up"
 	}
 	return "down"
 }
@@ -188,6 +196,9 @@ func (v *vm) status(now time.Time) string {
 func (v *vm) upSince(now time.Time) (time.Time, bool) {
 	if v.status(now) != "up" {
 		return time.Time{}, false
+	}
+	if v.power == phaseRefusing {
+		return v.upAt, true
 	}
 	return v.phaseAt.Add(v.wfl + v.pu), true
 }
