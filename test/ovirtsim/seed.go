@@ -230,6 +230,36 @@ type FaultRule struct {
 	Hang time.Duration
 	// Detail is the fault detail text; a default is used when empty.
 	Detail string
+	// After makes the engine do the work first (execute-then-fail): the request
+	// is served normally, then the answer is replaced as Mode says. Without
+	// After the fault comes instead of the work (except a bare hang, which
+	// delays it).
+	After bool
+	// Mode is what the client gets: FaultModeStatus (the Status fault, after
+	// Hang if set), FaultModeHang (held for Hang, then the Status fault or, with
+	// Status 0, the normal answer) or FaultModeDrop (after Hang if set, the
+	// connection is closed without an answer). "" infers status from a
+	// Status, else hang.
+	Mode string
+}
+
+// Fault modes, see FaultRule.Mode.
+const (
+	FaultModeStatus = "status"
+	FaultModeHang   = "hang"
+	FaultModeDrop   = "drop"
+)
+
+// mode is the effective mode of a validated rule.
+func (f FaultRule) mode() string {
+	switch {
+	case f.Mode != "":
+		return f.Mode
+	case f.Status != 0:
+		return FaultModeStatus
+	default:
+		return FaultModeHang
+	}
 }
 
 type faultJSON struct {
@@ -240,12 +270,14 @@ type faultJSON struct {
 	Count  int      `json:"count,omitempty"`
 	Hang   Duration `json:"hang,omitempty"`
 	Detail string   `json:"detail,omitempty"`
+	After  bool     `json:"after,omitempty"`
+	Mode   string   `json:"mode,omitempty"`
 }
 
 // MarshalJSON writes the hang duration as a string with lower_snake keys.
 func (f FaultRule) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultJSON{Method: f.Method, Path: f.Path, Status: f.Status, Rate: f.Rate,
-		Count: f.Count, Hang: Duration(f.Hang), Detail: f.Detail})
+		Count: f.Count, Hang: Duration(f.Hang), Detail: f.Detail, After: f.After, Mode: f.Mode})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -255,7 +287,7 @@ func (f *FaultRule) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("fault rule: %w", err)
 	}
 	*f = FaultRule{Method: j.Method, Path: j.Path, Status: j.Status, Rate: j.Rate, Count: j.Count,
-		Hang: j.Hang.Std(), Detail: j.Detail}
+		Hang: j.Hang.Std(), Detail: j.Detail, After: j.After, Mode: j.Mode}
 	return nil
 }
 
