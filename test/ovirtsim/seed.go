@@ -133,7 +133,8 @@ type Timings struct {
 	ImageLock time.Duration
 	// CloneFactor multiplies ImageLock for clone=true. Default 1.
 	CloneFactor float64
-	// DiskLock is how long a disk stays locked after a resize or creation.
+	// DiskLock is how long a disk stays locked after any update (alias-only too) or its creation;
+	// a new size shows only when the lock ends.
 	DiskLock time.Duration
 	// WaitForLaunch is how long a started VM stays in wait_for_launch.
 	WaitForLaunch time.Duration
