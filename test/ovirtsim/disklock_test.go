@@ -12,7 +12,7 @@ import (
 
 func TestEveryDiskUpdateLocks(t *testing.T) {
 	t.Parallel()
-	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 2 * time.Second}) })
+	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 4 * time.Second}) })
 	conn := connect(t, sim)
 	cases := []struct {
 		name   string
@@ -40,18 +40,21 @@ func TestEveryDiskUpdateLocks(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				return dr.MustDisk()
 			}
-			if time.Since(start) < 1500*time.Millisecond { // a loaded machine may have passed the lock already
+			// A loaded machine may have passed the lock already: check inside it only,
+			// leaving 2 s of margin for the call itself.
+			inLock := func() bool { return time.Since(start) < 2*time.Second }
+			if inLock() {
 				d := disk()
 				g.Expect(d.MustStatus()).To(Equal(ovirtsdk.DISKSTATUS_LOCKED), "every update locks the image")
 				g.Expect(d.MustProvisionedSize()).To(Equal(int64(16)<<30), "the old size while the image is locked")
 			}
-			if time.Since(start) < 1500*time.Millisecond {
+			if inLock() {
 				_, err = att.Update().DiskAttachment(ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(ovirtsdk.NewDiskBuilder().Alias("again")).MustBuild()).Send()
 				ce, ok := errAs[*ovirtsdk.ConflictError](err)
 				g.Expect(ok).To(BeTrue(), "got %T %v", err, err)
 				g.Expect(ce.Error()).To(ContainSubstring("[Cannot edit Virtual Disk. Disk is locked. Please try again later.]"))
 			}
-			if time.Since(start) < 1500*time.Millisecond {
+			if inLock() {
 				_, err = vms.Start().Send()
 				ce, ok := errAs[*ovirtsdk.ConflictError](err)
 				g.Expect(ok).To(BeTrue(), "got %T %v", err, err)

@@ -14,7 +14,7 @@ func TestShutdownSemantics(t *testing.T) {
 	t.Parallel()
 	sim := startSim(t, func(b *ovirtsim.Builder) {
 		// Windows of 2 s so that polling under CI load lands in each state.
-		b.WithTimings(ovirtsim.Timings{WaitForLaunch: 2 * time.Second, PoweringUp: 2 * time.Second, PoweringDown: time.Second})
+		b.WithTimings(ovirtsim.Timings{WaitForLaunch: 2 * time.Second, PoweringUp: 2 * time.Second, PoweringDown: 2 * time.Second})
 	})
 	conn := connect(t, sim)
 	cases := []struct {
