@@ -206,6 +206,25 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ok(map[string]string{"detached": segs[3]})
 		}
+	case "PUT vms/{id}/ignores-acpi":
+		var body struct {
+			Enabled *bool `json:"enabled"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.Enabled == nil {
+			fail(invalidf(`want {"enabled": true|false}`))
+		} else if err := s.SetVMIgnoresACPI(segs[1], *body.Enabled); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]bool{"enabled": *body.Enabled})
+		}
+	case "GET vms/{id}/initialization":
+		if in, err := s.Initialization(segs[1]); err != nil {
+			fail(err)
+		} else {
+			ok(in)
+		}
 	case "DELETE vms/{id}":
 		if err := s.DeleteVM(segs[1]); err != nil {
 			fail(err)

@@ -102,8 +102,26 @@ func validateFaults(rules []FaultRule) ([]FaultRule, error) {
 		if f.Status != 0 && (f.Status < 100 || f.Status > 599) {
 			return nil, invalidf("fault rule %d: status %d out of range", i, f.Status)
 		}
-		if f.Status == 0 && f.Hang <= 0 {
-			return nil, invalidf("fault rule %d: needs a status or a hang", i)
+		f.Mode = strings.ToLower(strings.TrimSpace(f.Mode))
+		switch f.Mode {
+		case "":
+			if f.Status == 0 && f.Hang <= 0 {
+				return nil, invalidf("fault rule %d: needs a status or a hang", i)
+			}
+		case FaultModeStatus:
+			if f.Status == 0 {
+				return nil, invalidf("fault rule %d: mode status needs a status", i)
+			}
+		case FaultModeHang:
+			if f.Hang <= 0 {
+				return nil, invalidf("fault rule %d: mode hang needs a hang duration", i)
+			}
+		case FaultModeDrop:
+			if f.Status != 0 {
+				return nil, invalidf("fault rule %d: mode drop sends no status (got %d)", i, f.Status)
+			}
+		default:
+			return nil, invalidf("fault rule %d: unknown mode %q (status, hang, drop)", i, f.Mode)
 		}
 		if f.Rate < 0 || f.Rate > 1 {
 			return nil, invalidf("fault rule %d: rate %v not in [0,1]", i, f.Rate)
@@ -197,13 +215,17 @@ func (r *ruleSet) fault(method, tmpl string) (FaultRule, bool) {
 }
 
 // ParseFaultRule parses the command-line fault syntax
-// METHOD:PATH:STATUS[:RATE[:COUNT[:HANG]]], e.g. "POST:/vms:500:0.1",
-// "*:*:503:0.05", "GET:/vms/{id}:0:1:0:30s" (a 30 s hang, then a normal answer).
-// An empty or "*" method or path matches anything.
+// METHOD:PATH:STATUS[:RATE[:COUNT[:HANG[:MODE]]]], e.g. "POST:/vms:500:0.1",
+// "*:*:503:0.05", "GET:/vms/{id}:0:1:0:30s" (a 30 s hang, then a normal
+// answer). MODE is status, hang or drop, optionally prefixed "after-" for
+// execute-then-fail ("after" alone infers the mode): "POST:/vms:503:1:1::after",
+// "PUT:/vms/{id}/diskattachments/{id}:0:1:1::after-drop",
+// "DELETE:/vms/{id}:0:1:1:30s:after-hang". An empty or "*" method or path
+// matches anything.
 func ParseFaultRule(s string) (FaultRule, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) < 3 || len(parts) > 6 {
-		return FaultRule{}, invalidf("fault %q: want METHOD:PATH:STATUS[:RATE[:COUNT[:HANG]]]", s)
+	if len(parts) < 3 || len(parts) > 7 {
+		return FaultRule{}, invalidf("fault %q: want METHOD:PATH:STATUS[:RATE[:COUNT[:HANG[:MODE]]]]", s)
 	}
 	f := FaultRule{Method: parts[0], Path: parts[1]}
 	if f.Method == "*" {
@@ -226,6 +248,16 @@ func ParseFaultRule(s string) (FaultRule, error) {
 	if len(parts) > 5 && parts[5] != "" {
 		if f.Hang, err = time.ParseDuration(parts[5]); err != nil {
 			return FaultRule{}, fmt.Errorf("fault %q: hang: %w", s, err)
+		}
+	}
+	if len(parts) > 6 && parts[6] != "" {
+		m := parts[6]
+		if m == "after" {
+			f.After = true
+		} else if rest, ok := strings.CutPrefix(m, "after-"); ok {
+			f.After, f.Mode = true, rest
+		} else {
+			f.Mode = m
 		}
 	}
 	if _, err := validateFaults([]FaultRule{f}); err != nil {

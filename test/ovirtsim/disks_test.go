@@ -82,10 +82,11 @@ func TestResizedDisksAreLockedForDiskLock(t *testing.T) {
 	err := resize(conn, id, did, 31<<30)
 	ce, ok := errAs[*ovirtsdk.ConflictError](err)
 	g.Expect(ok).To(BeTrue(), "got %T %v", err, err)
-	g.Expect(ce.Error()).To(ContainSubstring("[Cannot edit Virtual Disk. Disk is locked. Please try again in a few minutes.]"))
+	g.Expect(ce.Error()).To(ContainSubstring("[Cannot edit Virtual Disk. Disk is locked. Please try again later.]"))
 	_, err = conn.SystemService().VmsService().VmService(id).Remove().Send()
 	_, ok = errAs[*ovirtsdk.ConflictError](err)
 	g.Expect(ok).To(BeTrue(), "a VM with a locked disk cannot be removed")
+	g.Expect(err).To(MatchError(ContainSubstring("[Cannot remove VM. Related operation is currently in progress. Please try again later.]")))
 	g.Eventually(disk).WithTimeout(5 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(ovirtsdk.DISKSTATUS_OK))
 	g.Expect(resize(conn, id, did, 31<<30)).To(Succeed())
 }

@@ -983,6 +983,8 @@ func vmSpecOf(v *ovirtsdk.Vm) *vmSpec {
 	if in, ok := v.Initialization(); ok {
 		sp.customScript, _ = in.CustomScript()
 		sp.hostName, _ = in.HostName()
+		sp.initUser, _ = in.UserName()
+		sp.sshKeys, _ = in.AuthorizedSshKeys()
 	}
 	if das, ok := v.DiskAttachments(); ok {
 		for _, da := range das.Slice() {
@@ -1094,6 +1096,8 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 	if in, ok := v.Initialization(); ok {
 		u.customScript = str(in.CustomScript())
 		u.hostName = str(in.HostName())
+		u.initUser = str(in.UserName())
+		u.sshKeys = str(in.AuthorizedSshKeys())
 	}
 	if cpu, ok := v.Cpu(); ok {
 		if tp, ok := cpu.Topology(); ok {
@@ -1157,12 +1161,17 @@ func hRemoveVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
+	force, aerr := rq.boolParam("force", false)
+	if aerr != nil {
+		rq.fault(aerr)
+		return
+	}
 	s.mu.Lock()
 	now := time.Now()
 	v := s.inv.vms[rq.ids[0]]
 	if v == nil {
 		aerr = notFound(rq.ids[0])
-	} else if aerr = s.inv.removeVM(v, detach, false, now); aerr == nil {
+	} else if aerr = s.inv.removeVM(v, detach, force, false, now); aerr == nil {
 		s.inv.addJob(rq.corr, "Removing VM "+v.name, now, now)
 	}
 	s.mu.Unlock()
@@ -1218,7 +1227,8 @@ func hStop(s *Simulator, rq *apiReq) {
 
 func hShutdown(s *Simulator, rq *apiReq) {
 	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
-		return s.inv.shutdownVM(v, now, tm), "Shutting down VM " + v.name, now.Add(tm.PoweringDown)
+		aerr, end := s.inv.shutdownVM(v, now, tm)
+		return aerr, "Shutting down VM " + v.name, end
 	})
 }
 
@@ -1323,7 +1333,7 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 			}
 		} else {
 			var aerr *apiError
-			if aerr = vmLocked(v, rc.now, "add Virtual Disk"); aerr != nil {
+			if aerr = vmImageLocked(v, rc.now, "add Virtual Disk"); aerr != nil {
 				return nil, aerr
 			}
 			if d, aerr = s.inv.createDisk(diskSpecOf(bd), rc.now, s.timings); aerr != nil {

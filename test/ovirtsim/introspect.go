@@ -182,7 +182,7 @@ type Settings struct {
 }
 
 func diskState(d *disk, now time.Time) DiskState {
-	ds := DiskState{ID: d.id, Alias: d.alias, SizeGB: d.sizeGB(), Format: d.format, Sparse: d.sparse,
+	ds := DiskState{ID: d.id, Alias: d.alias, SizeGB: ceilGiB(d.visibleSize(now)), Format: d.format, Sparse: d.sparse,
 		StorageDomain: d.sd.name, CopiesOn: sdNames(d.copies), Status: d.status(now), Bootable: d.bootable, Active: d.active,
 		Interface: d.iface, FromTemplate: d.fromTemplate}
 	if d.vm != nil {

@@ -34,8 +34,30 @@ const (
 	reasonFailed     = "Operation Failed"
 	reasonIncomplete = "Incomplete parameters"
 	vmLockedWhy      = "VM is locked. Please try again in a few minutes."
-	diskLockedWhy    = "Disk is locked. Please try again in a few minutes."
+	diskLockedWhy    = "Disk is locked. Please try again later."
+	relatedOpWhy     = "Related operation is currently in progress. Please try again later."
 )
+
+// vmImageLocked refuses disk and NIC operations on an image_locked VM with
+// the engine's VM_STATUS_ILLEGAL text, e.g. "[Cannot edit Virtual Disk
+// because the VM is in Image Locked status.]".
+func vmImageLocked(v *vm, now time.Time, action string) *apiError {
+	if v.status(now) == "image_locked" {
+		return &apiError{409, reasonFailed, "[Cannot " + action + " because the VM is in Image Locked status.]"}
+	}
+	return nil
+}
+
+// lockedDisks lists the aliases of the VM's disks that are locked now.
+func lockedDisks(v *vm, now time.Time) []string {
+	var out []string
+	for _, d := range v.disks {
+		if d.status(now) == "locked" {
+			out = append(out, d.alias)
+		}
+	}
+	return out
+}
 
 func notFound(what string) *apiError {
 	return &apiError{404, reasonFailed, "Entity not found: " + what}
@@ -89,6 +111,7 @@ type vmSpec struct {
 	memory, guaranteed, maxMemory                          int64
 	vmType, osType                                         string
 	comment, description, customScript, hostName           string
+	initUser, sshKeys                                      string
 	overrides                                              []diskOverride
 	corr                                                   string
 }
@@ -185,6 +208,9 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := inv.checkNameAndDescription(sp.name, sp.description, action); aerr != nil {
+		return nil, aerr
+	}
 	if !validName(sp.name) {
 		return nil, cannot(400, action, badNameWhy)
 	}
@@ -203,6 +229,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 
 	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone, noAgent: t.noAgent,
 		comment: sp.comment, description: sp.description, customScript: sp.customScript, hostName: sp.hostName,
+		initUser: sp.initUser, sshKeys: sp.sshKeys,
 		osType: sp.osType, vmType: sp.vmType,
 		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
 		memory: sp.memory, guaranteed: sp.guaranteed, maxMemory: sp.maxMemory}
@@ -230,7 +257,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	if v.maxMemory == 0 {
 		v.maxMemory = 4 * v.memory
 	}
-	if aerr := validateShape(v, action); aerr != nil {
+	if aerr := inv.validateShape(v, action); aerr != nil {
 		return nil, aerr
 	}
 
@@ -331,9 +358,12 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	return v, nil
 }
 
-func validateShape(v *vm, action string) *apiError {
+func (inv *inventory) validateShape(v *vm, action string) *apiError {
 	if v.sockets < 1 || v.cores < 1 || v.thr < 1 {
 		return cannot(400, action, "CPU topology values must be positive.")
+	}
+	if mx := inv.version.maxVCPUs(); int64(v.sockets)*int64(v.cores)*int64(v.thr) > int64(mx) {
+		return cannot(400, action, fmt.Sprintf("The total number of CPU cores exceeds the maximum of %d.", mx))
 	}
 	if v.memory <= 0 {
 		return cannot(400, action, "Memory size must be positive.")
@@ -371,6 +401,7 @@ func vmLocked(v *vm, now time.Time, action string) *apiError {
 // vmUpdate carries the fields of a PUT /vms/{id}; nil means unchanged.
 type vmUpdate struct {
 	name, comment, description, vmType, osType, customScript, hostName *string
+	initUser, sshKeys                                                  *string
 	sockets, cores, threads                                            *int
 	memory, guaranteed, maxMemory                                      *int64
 }
@@ -393,6 +424,8 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	set(&n.osType, u.osType)
 	set(&n.customScript, u.customScript)
 	set(&n.hostName, u.hostName)
+	set(&n.initUser, u.initUser)
+	set(&n.sshKeys, u.sshKeys)
 	if u.sockets != nil {
 		n.sockets = *u.sockets
 	}
@@ -413,6 +446,9 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	} else if u.memory != nil && n.maxMemory < n.memory {
 		n.maxMemory = 4 * n.memory
 	}
+	if aerr := inv.checkNameAndDescription(n.name, n.description, action); aerr != nil {
+		return aerr
+	}
 	if n.name != v.name {
 		if !validName(n.name) {
 			return cannot(400, action, badNameWhy)
@@ -421,7 +457,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 			return cannot(409, action, dupNameWhy)
 		}
 	}
-	if aerr := validateShape(&n, action); aerr != nil {
+	if aerr := inv.validateShape(&n, action); aerr != nil {
 		return aerr
 	}
 	if n.name != v.name {
@@ -430,25 +466,38 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 		inv.indexVMName(v)
 	}
 	v.comment, v.description, v.vmType, v.osType = n.comment, n.description, n.vmType, n.osType
-	v.customScript, v.hostName = n.customScript, n.hostName
+	v.customScript, v.hostName, v.initUser, v.sshKeys = n.customScript, n.hostName, n.initUser, n.sshKeys
 	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
 	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
 	return nil
 }
 
-// removeVM deletes a VM. Attached disks are deleted too unless detachOnly;
-// force skips the engine's validations (out-of-band delete).
-func (inv *inventory) removeVM(v *vm, detachOnly, force bool, now time.Time) *apiError {
+// removeVM deletes a VM. Attached disks are deleted too unless detachOnly
+// (they become floating disks). force is the API's force=true: like
+// RemoveVmCommand it skips the check of locked disks, not the running check.
+// outOfBand skips every validation (Simulator.DeleteVM).
+func (inv *inventory) removeVM(v *vm, detachOnly, force, outOfBand bool, now time.Time) *apiError {
 	const action = "remove VM"
-	if !force {
+	if !outOfBand {
 		if aerr := vmLocked(v, now, action); aerr != nil {
 			return aerr
 		}
 		if v.status(now) != "down" {
 			return cannot(409, action, "VM is running.")
 		}
+		if detachOnly && !v.clone && v.template != inv.blank {
+			// RemoveVmCommand.canRemoveVmWithDetachDisks: VM_CANNOT_REMOVE_WITH_DETACH_DISKS_BASED_ON_TEMPLATE.
+			return cannot(400, action, "The VM is based on a template: its disks cannot be detached.")
+		}
 		for _, d := range v.disks {
-			if d.status(now) == "locked" {
+			if d.status(now) != "locked" {
+				continue
+			}
+			if d.oldSize > 0 {
+				// An update of the disk still holds the VM's lock (ACTION_TYPE_FAILED_OBJECT_LOCKED).
+				return cannot(409, action, relatedOpWhy)
+			}
+			if !force {
 				return cannot(409, action, diskLockedWhy)
 			}
 		}
@@ -475,6 +524,17 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	if v.status(now) != "down" {
 		return cannot(409, action, "VM is running.")
 	}
+	if l := lockedDisks(v, now); len(l) > 0 {
+		return cannot(409, action, "The following disks are locked: "+strings.Join(l, ", ")+". Please try again in a few minutes.")
+	}
+	if !v.initialized {
+		// RunVmCommand.updateVmInit: the initialization applies on the first run only.
+		in, aerr := composeInit(v, now)
+		if aerr != nil {
+			return aerr
+		}
+		v.init, v.initialized = in, true
+	}
 	v.power, v.phaseAt = phaseStarting, now
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	v.startTime = now
@@ -493,20 +553,32 @@ func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
 	return nil
 }
 
-func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) *apiError {
+// shutdownVM is graceful only from up: powering_down, then down (or back to
+// up when the guest ignores ACPI). From wait_for_launch or powering_up the
+// engine stops the VM hard. It reports when the operation ends.
+func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, time.Time) {
 	const action = "shutdown VM"
 	if aerr := vmLocked(v, now, action); aerr != nil {
-		return aerr
+		return aerr, now
 	}
 	switch v.status(now) {
 	case "down":
-		return cannot(409, action, "VM is not running.")
+		return cannot(409, action, "VM is not running."), now
 	case "powering_down":
-		return nil
+		return nil, v.phaseAt.Add(v.pd)
+	case "up":
+		// With or without a guest agent: the engine falls back to ACPI.
+		if v.ignoresACPI {
+			up, _ := v.upSince(now)
+			v.power, v.phaseAt, v.pd, v.upAt = phaseRefusing, now, tm.PoweringDown, up
+			return nil, now.Add(tm.PoweringDown)
+		}
+		v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, tm.PoweringDown, now.Add(tm.PoweringDown)
+		return nil, now.Add(tm.PoweringDown)
 	}
-	// With or without a guest agent: the engine falls back to ACPI.
-	v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, tm.PoweringDown, now.Add(tm.PoweringDown)
-	return nil
+	// wait_for_launch, powering_up: no guest to ask yet, a hard stop.
+	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	return nil, now
 }
 
 // diskEdit carries the editable disk fields; nil means unchanged.
@@ -524,7 +596,7 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 		return cannot(409, action, "The disk belongs to a template.")
 	}
 	if d.vm != nil {
-		if aerr := vmLocked(d.vm, now, action); aerr != nil {
+		if aerr := vmImageLocked(d.vm, now, action); aerr != nil {
 			return aerr
 		}
 	}
@@ -566,12 +638,15 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 	if e.iface != nil {
 		d.iface = *e.iface
 	}
+	// UpdateDiskCommand.lockImageInDb: every update locks the image, alias-only
+	// too; a new size shows once the lock ends (ExtendImageSize finished).
+	d.oldSize = d.sizeBytes
 	if e.sizeBytes != nil && *e.sizeBytes != d.sizeBytes {
 		d.sizeBytes = *e.sizeBytes
 		inv.consume(d.sd, delta)
 		d.consumedGB += delta
-		d.lockedUntil = now.Add(tm.DiskLock)
 	}
+	d.lockedUntil = now.Add(tm.DiskLock)
 	return nil
 }
 
@@ -579,7 +654,7 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 // disk created by the same request.
 func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, active bool, now time.Time, fresh bool) *apiError {
 	const action = "attach Virtual Disk to VM"
-	if aerr := vmLocked(v, now, action); aerr != nil {
+	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return aerr
 	}
 	if d.template != nil {
@@ -672,7 +747,7 @@ func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk
 func (inv *inventory) detachDisk(v *vm, d *disk, force bool, now time.Time) *apiError {
 	const action = "detach Virtual Disk from VM"
 	if !force {
-		if aerr := vmLocked(v, now, action); aerr != nil {
+		if aerr := vmImageLocked(v, now, action); aerr != nil {
 			return aerr
 		}
 		if d.status(now) == "locked" {
@@ -694,7 +769,7 @@ func (inv *inventory) deleteDisk(d *disk, now time.Time) *apiError {
 		return cannot(409, action, diskLockedWhy)
 	}
 	if v := d.vm; v != nil {
-		if aerr := vmLocked(v, now, action); aerr != nil {
+		if aerr := vmImageLocked(v, now, action); aerr != nil {
 			return aerr
 		}
 		if d.active && v.status(now) != "down" {
@@ -737,7 +812,7 @@ func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError
 	if sp.name == "" {
 		return nil, incomplete("Nic", []string{"name"}, "add")
 	}
-	if aerr := vmLocked(v, now, action); aerr != nil {
+	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return nil, aerr
 	}
 	for _, n := range v.nics {
@@ -772,7 +847,7 @@ func (inv *inventory) addNIC(v *vm, sp *nicSpec, now time.Time) (*nic, *apiError
 
 func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiError {
 	const action = "edit Interface"
-	if aerr := vmLocked(v, now, action); aerr != nil {
+	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return aerr
 	}
 	if sp.name != "" && sp.name != n.name {
@@ -815,7 +890,7 @@ func (inv *inventory) updateNIC(v *vm, n *nic, sp *nicSpec, now time.Time) *apiE
 }
 
 func (inv *inventory) removeNIC(v *vm, n *nic, now time.Time) *apiError {
-	if aerr := vmLocked(v, now, "remove Interface"); aerr != nil {
+	if aerr := vmImageLocked(v, now, "remove Interface"); aerr != nil {
 		return aerr
 	}
 	v.nics = slices.DeleteFunc(v.nics, func(e *nic) bool { return e == n })

@@ -2,6 +2,7 @@ package ovirtsim
 
 import (
 	"encoding/xml"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -132,11 +133,12 @@ func renderAPI(inv *inventory, now time.Time) *ovirtsdk.Api {
 	pi.SetVendor("ovirt.org")
 	pi.SetInstanceId("00000000-0000-0000-0000-0000000051a7")
 	v := &ovirtsdk.Version{}
-	v.SetMajor(4)
-	v.SetMinor(5)
-	v.SetBuild(5)
+	ev := inv.version
+	v.SetMajor(int64(ev.major))
+	v.SetMinor(int64(ev.minor))
+	v.SetBuild(int64(ev.build))
 	v.SetRevision(1)
-	v.SetFullVersion("4.5.5-1.el8")
+	v.SetFullVersion(fmt.Sprintf("%d.%d.%d-1.el8", ev.major, ev.minor, ev.build))
 	pi.SetVersion(v)
 	api.SetProductInfo(pi)
 	var up int64
@@ -255,7 +257,7 @@ func renderDisk(d *disk, now time.Time) *ovirtsdk.Disk {
 	if d.description != "" {
 		o.SetDescription(esc(d.description))
 	}
-	o.SetProvisionedSize(d.sizeBytes)
+	o.SetProvisionedSize(d.visibleSize(now))
 	actual := d.consumedGB * gib
 	if actual == 0 {
 		actual = 200 * mib

@@ -139,7 +139,8 @@ type Timings struct {
 	ImageLock time.Duration
 	// CloneFactor multiplies ImageLock for clone=true. Default 1.
 	CloneFactor float64
-	// DiskLock is how long a disk stays locked after a resize or creation.
+	// DiskLock is how long a disk stays locked after any update (alias-only too) or its creation;
+	// a new size shows only when the lock ends.
 	DiskLock time.Duration
 	// WaitForLaunch is how long a started VM stays in wait_for_launch.
 	WaitForLaunch time.Duration
@@ -242,6 +243,36 @@ type FaultRule struct {
 	Hang time.Duration
 	// Detail is the fault detail text; a default is used when empty.
 	Detail string
+	// After makes the engine do the work first (execute-then-fail): the request
+	// is served normally, then the answer is replaced as Mode says. Without
+	// After the fault comes instead of the work (except a bare hang, which
+	// delays it).
+	After bool
+	// Mode is what the client gets: FaultModeStatus (the Status fault, after
+	// Hang if set), FaultModeHang (held for Hang, then the Status fault or, with
+	// Status 0, the normal answer) or FaultModeDrop (after Hang if set, the
+	// connection is closed without an answer). "" infers status from a
+	// Status, else hang.
+	Mode string
+}
+
+// Fault modes, see FaultRule.Mode.
+const (
+	FaultModeStatus = "status"
+	FaultModeHang   = "hang"
+	FaultModeDrop   = "drop"
+)
+
+// mode is the effective mode of a validated rule.
+func (f FaultRule) mode() string {
+	switch {
+	case f.Mode != "":
+		return f.Mode
+	case f.Status != 0:
+		return FaultModeStatus
+	default:
+		return FaultModeHang
+	}
 }
 
 type faultJSON struct {
@@ -252,12 +283,14 @@ type faultJSON struct {
 	Count  int      `json:"count,omitempty"`
 	Hang   Duration `json:"hang,omitempty"`
 	Detail string   `json:"detail,omitempty"`
+	After  bool     `json:"after,omitempty"`
+	Mode   string   `json:"mode,omitempty"`
 }
 
 // MarshalJSON writes the hang duration as a string with lower_snake keys.
 func (f FaultRule) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultJSON{Method: f.Method, Path: f.Path, Status: f.Status, Rate: f.Rate,
-		Count: f.Count, Hang: Duration(f.Hang), Detail: f.Detail})
+		Count: f.Count, Hang: Duration(f.Hang), Detail: f.Detail, After: f.After, Mode: f.Mode})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -267,7 +300,7 @@ func (f *FaultRule) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("fault rule: %w", err)
 	}
 	*f = FaultRule{Method: j.Method, Path: j.Path, Status: j.Status, Rate: j.Rate, Count: j.Count,
-		Hang: j.Hang.Std(), Detail: j.Detail}
+		Hang: j.Hang.Std(), Detail: j.Detail, After: j.After, Mode: j.Mode}
 	return nil
 }
 
@@ -305,6 +338,11 @@ type Seed struct {
 	// IgnoreFollow makes the simulator ignore follow=, like a proxy or an
 	// older engine: entities then carry only <link> elements.
 	IgnoreFollow bool `json:"ignore_follow,omitempty"`
+	// MaxVMNameLength is the engine's MaxVmNameLength: longer VM names are refused. 0 means 64.
+	MaxVMNameLength int `json:"max_vm_name_length,omitempty"`
+	// Version is the engine version, "major.minor[.build]", reported by GET /api and deciding
+	// version-dependent limits (MaxNumOfVmCpus: 384 on 4.4, 512 from 4.5). Default "4.5.5".
+	Version string `json:"version,omitempty"`
 }
 
 // LoadSeed reads a JSON seed file. Unknown fields are an error, so typos do

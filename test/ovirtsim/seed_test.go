@@ -36,7 +36,10 @@ func TestSeedJSONRoundTripsDurationsAsStrings(t *testing.T) {
 		TokenTTL: ovirtsim.Duration(90 * time.Second),
 		Timings:  ovirtsim.Timings{ImageLock: 2 * time.Second, CloneFactor: 3, GuestAgentDelay: 5 * time.Second},
 		Latency:  []ovirtsim.LatencyRule{{Method: "GET", Path: "/vms/{id}", Min: time.Millisecond, Max: 3 * time.Millisecond}},
-		Faults:   []ovirtsim.FaultRule{{Method: "POST", Path: "/vms", Status: 500, Rate: 0.5, Count: 2, Hang: time.Second, Detail: "boom"}},
+		Faults: []ovirtsim.FaultRule{{Method: "POST", Path: "/vms", Status: 500, Rate: 0.5, Count: 2, Hang: time.Second, Detail: "boom"},
+			{Method: "PUT", Path: "/vms/{id}/diskattachments/{id}", After: true, Mode: ovirtsim.FaultModeDrop}},
+		MaxVMNameLength: 40,
+		Version:         "4.4.10",
 	}
 	in.Timings.NoAgentPoweringUp = 7 * time.Second
 	in.Templates = []ovirtsim.Template{{Name: "t", NoGuestAgent: true, Disks: []ovirtsim.TemplateDisk{
@@ -55,6 +58,9 @@ func TestSeedJSONRoundTripsDurationsAsStrings(t *testing.T) {
 	g.Expect(string(b)).To(ContainSubstring(`"storage_domains":["b","c"]`))
 	g.Expect(string(b)).To(ContainSubstring(`"guest_interfaces":{"kubernetes":false,"service_ips":5,"extra":[{"name":"cali0","mac":"ee:ee:ee:ee:ee:ee","ips":["192.168.1.1"]}]}`))
 	g.Expect(string(b)).To(ContainSubstring(`"ignore_follow":true`))
+	g.Expect(string(b)).To(ContainSubstring(`"after":true,"mode":"drop"`))
+	g.Expect(string(b)).To(ContainSubstring(`"max_vm_name_length":40`))
+	g.Expect(string(b)).To(ContainSubstring(`"version":"4.4.10"`))
 	var out ovirtsim.Seed
 	g.Expect(json.Unmarshal(b, &out)).To(Succeed())
 	g.Expect(&out).To(Equal(in))
@@ -92,6 +98,11 @@ func TestBuildRejectsInconsistentInventory(t *testing.T) {
 			WithTemplate(ovirtsim.Template{Name: "t", Disks: []ovirtsim.TemplateDisk{{Alias: "a"}}}), "size_gb must be positive"},
 		{"two clusters with one name", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "c"}).WithCluster(ovirtsim.Cluster{Name: "c"}), `duplicate cluster "c"`},
 		{"a fault rule without status or hang", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Path: "/vms"}), "needs a status or a hang"},
+		{"a fault rule with an unknown mode", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Status: 500, Mode: "explode"}), `unknown mode "explode"`},
+		{"a drop with a status", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Status: 500, Mode: "drop"}), "mode drop sends no status"},
+		{"a hang mode without a hang", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{After: true, Mode: "hang"}), "mode hang needs a hang duration"},
+		{"a negative name length", ovirtsim.NewBuilder().WithMaxVMNameLength(-1), "negative max_vm_name_length"},
+		{"an engine version 3.6", ovirtsim.NewBuilder().WithVersion("3.6"), "only 4.x is simulated"},
 		{"an inverted latency range", ovirtsim.NewBuilder().WithLatency(ovirtsim.LatencyRule{Min: time.Second, Max: time.Millisecond}), "max 1ms < min 1s"},
 		{"a bad listen address", ovirtsim.NewBuilder().WithListenAddress("nonsense"), "listen address"},
 	}
@@ -115,7 +126,20 @@ func TestParseFaultRuleAndLatency(t *testing.T) {
 	f, err = ovirtsim.ParseFaultRule("*:*:0:1:2:30s")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f).To(Equal(ovirtsim.FaultRule{Path: "*", Rate: 1, Count: 2, Hang: 30 * time.Second}))
-	for _, bad := range []string{"POST:/vms", "POST:/vms:abc", "GET:/:500:2", "GET:/:0", "GET:/:500:0.1:x", "GET:/:500:0.1:1:forever"} {
+	f, err = ovirtsim.ParseFaultRule("POST:/vms:503:1:1::after")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f).To(Equal(ovirtsim.FaultRule{Method: "POST", Path: "/vms", Status: 503, Rate: 1, Count: 1, After: true}))
+	f, err = ovirtsim.ParseFaultRule("PUT:/vms/{id}/diskattachments/{id}:0::::after-drop")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f).To(Equal(ovirtsim.FaultRule{Method: "PUT", Path: "/vms/{id}/diskattachments/{id}", After: true, Mode: "drop"}))
+	f, err = ovirtsim.ParseFaultRule("DELETE:/vms/{id}:0:1:1:30s:after-hang")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f).To(Equal(ovirtsim.FaultRule{Method: "DELETE", Path: "/vms/{id}", Rate: 1, Count: 1, Hang: 30 * time.Second, After: true, Mode: "hang"}))
+	f, err = ovirtsim.ParseFaultRule("GET:/clusters:0::::drop")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f).To(Equal(ovirtsim.FaultRule{Method: "GET", Path: "/clusters", Mode: "drop"}))
+	for _, bad := range []string{"POST:/vms", "POST:/vms:abc", "GET:/:500:2", "GET:/:0", "GET:/:500:0.1:x", "GET:/:500:0.1:1:forever",
+		"GET:/:500::::drop", "GET:/:0::::after-hang", "GET:/:500::::before", "GET:/:500:1:1:1s:after:x"} {
 		_, err := ovirtsim.ParseFaultRule(bad)
 		g.Expect(err).To(HaveOccurred(), bad)
 	}

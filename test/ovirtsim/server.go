@@ -2,10 +2,12 @@ package ovirtsim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,7 +89,8 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 	rq := &apiReq{w: w, r: r, ids: ids, bufs: &s.bufs}
 	gone := false
 	defer func() {
-		if rec := recover(); rec != nil && rq.status == 0 {
+		rec := recover()
+		if rec != nil && !isAbort(rec) && rq.status == 0 {
 			rq.fault(&apiError{500, reasonFailed, fmt.Sprintf("simulator error: %v", rec)})
 		}
 		status := rq.status
@@ -95,6 +98,9 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 			status = 499
 		}
 		s.stats.record(RequestRecord{Start: start, End: time.Now(), Method: r.Method, Path: tmpl, Status: status}, true)
+		if isAbort(rec) {
+			panic(rec) // a dropped connection: net/http closes it without an answer
+		}
 	}()
 
 	// Read the body first: net/http notices a client that goes away (and
@@ -103,13 +109,36 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 	rq.body, rq.bodyErr = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	ctx := r.Context()
 	s.pause(ctx, s.rules.delay(r.Method, tmpl))
-	if f, fire := s.rules.fault(r.Method, tmpl); fire {
+	f, fire := s.rules.fault(r.Method, tmpl)
+	if fire && !f.After {
 		s.pause(ctx, f.Hang)
-		if f.Status != 0 {
-			gone = ctx.Err() != nil
+		gone = ctx.Err() != nil
+		switch {
+		case f.mode() == FaultModeDrop:
+			rq.drop()
+			return
+		case f.Status != 0:
 			rq.injected(f)
 			return
 		}
+	}
+	if fire && f.After {
+		// Execute-then-fail: serve the request into a buffer, then answer as the rule says.
+		real, c := rq.w, &capture{h: http.Header{}}
+		rq.w = c
+		defer func() {
+			rq.w = real
+			s.pause(ctx, f.Hang)
+			gone = ctx.Err() != nil
+			switch {
+			case f.mode() == FaultModeDrop:
+				rq.drop()
+			case f.Status != 0:
+				rq.injected(f)
+			default:
+				c.flushTo(real)
+			}
+		}()
 	}
 	gone = ctx.Err() != nil
 	if !s.authorised(r) {
@@ -129,10 +158,76 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 	if rq.corr == "" {
 		rq.corr = r.Header.Get("Correlation-Id")
 	}
+	if rq.corr != "" && r.Method != http.MethodGet {
+		if aerr := checkCorrelationID(rq.corr); aerr != nil {
+			rq.fault(aerr)
+			return
+		}
+	}
 	rt.h(s, rq)
 	if rq.status == 0 {
 		rq.fault(&apiError{500, reasonFailed, "simulator error: handler wrote no answer"})
 	}
+}
+
+// capture buffers an answer for an execute-then-fail rule.
+type capture struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) Header() http.Header { return c.h }
+
+func (c *capture) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.body.Write(b)
+	if err != nil {
+		return n, fmt.Errorf("buffering the answer: %w", err)
+	}
+	return n, nil
+}
+
+// flushTo sends the buffered answer.
+func (c *capture) flushTo(w http.ResponseWriter) {
+	for k, v := range c.h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(cmp.Or(c.status, http.StatusOK))
+	_, _ = w.Write(c.body.Bytes()) // the client may be gone; nothing to do
+}
+
+// isAbort tells whether a recovered panic value is http.ErrAbortHandler.
+func isAbort(rec any) bool {
+	err, ok := rec.(error)
+	return ok && errors.Is(err, http.ErrAbortHandler)
+}
+
+// drop closes the connection without an answer (status 0 in the counters).
+func (rq *apiReq) drop() {
+	rq.status = 0
+	dropConnection(rq.w)
+}
+
+// dropConnection hijacks and closes the connection; where that is not
+// possible (HTTP/2, an in-process recorder) it aborts the handler, which
+// makes net/http reset the stream or close the connection.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close() // nothing to report: the point is to drop it
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 func (rq *apiReq) injected(f FaultRule) {
@@ -249,7 +344,13 @@ func (s *Simulator) serveSSO(w http.ResponseWriter, r *http.Request, tmpl string
 	s.pause(ctx, s.rules.delay(r.Method, tmpl))
 	status := 0
 	if f, fire := s.rules.fault(r.Method, tmpl); fire {
+		// After is not modelled on SSO endpoints: the fault replaces the work.
 		s.pause(ctx, f.Hang)
+		if f.mode() == FaultModeDrop {
+			s.stats.record(RequestRecord{Start: start, End: time.Now(), Method: r.Method, Path: tmpl, Status: 0}, false)
+			dropConnection(w)
+			return
+		}
 		if f.Status != 0 {
 			detail := f.Detail
 			if detail == "" {

@@ -43,6 +43,12 @@ func withDefaults(s *Seed) *Seed {
 	if s.RandomSeed == 0 {
 		s.RandomSeed = 1
 	}
+	if s.MaxVMNameLength == 0 {
+		s.MaxVMNameLength = defaultMaxVMNameLength
+	}
+	if s.Version == "" {
+		s.Version = defaultVersion
+	}
 	return s
 }
 
@@ -138,6 +144,20 @@ func (b *Builder) WithIgnoreFollow() *Builder {
 	return b
 }
 
+// WithMaxVMNameLength sets the longest VM name the engine accepts (its
+// MaxVmNameLength; 0 means the default 64).
+func (b *Builder) WithMaxVMNameLength(n int) *Builder {
+	b.seed.MaxVMNameLength = n
+	return b
+}
+
+// WithVersion sets the engine version ("4.4", "4.5.5", ...): GET /api reports
+// it, and it decides version-dependent limits such as the vCPU maximum.
+func (b *Builder) WithVersion(v string) *Builder {
+	b.seed.Version = v
+	return b
+}
+
 // WithListenAddress sets the TCP listen address (default "127.0.0.1:0").
 func (b *Builder) WithListenAddress(addr string) *Builder {
 	b.listen = addr
@@ -197,6 +217,12 @@ func (b *Builder) Build() (*Simulator, error) {
 		return nil, err
 	}
 	if cfg.Faults, err = validateFaults(cfg.Faults); err != nil {
+		return nil, err
+	}
+	if cfg.MaxVMNameLength < 0 {
+		return nil, invalidf("negative max_vm_name_length %d", cfg.MaxVMNameLength)
+	}
+	if _, err := parseVersion(cfg.Version); err != nil {
 		return nil, err
 	}
 	gi, err := normaliseGuestInterfaces(cfg.GuestInterfaces)
@@ -514,9 +540,22 @@ func (s *Simulator) DeleteVM(vmID string) error {
 	if err != nil {
 		return err
 	}
-	if aerr := s.inv.removeVM(v, false, true, time.Now()); aerr != nil {
+	if aerr := s.inv.removeVM(v, false, false, true, time.Now()); aerr != nil {
 		return aerr
 	}
+	return nil
+}
+
+// SetVMIgnoresACPI makes the guest of a VM ignore (on) or honour (off) ACPI
+// shutdown requests: a graceful shutdown then goes powering_down and back to up.
+func (s *Simulator) SetVMIgnoresACPI(vmID string, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return err
+	}
+	v.ignoresACPI = on
 	return nil
 }
 

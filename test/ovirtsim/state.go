@@ -84,7 +84,8 @@ type templateNIC struct {
 type disk struct {
 	id, alias    string
 	description  string
-	sizeBytes    int64
+	sizeBytes    int64 // the size the disk has, or will have once the lock ends
+	oldSize      int64 // the size shown while locked by an update; 0: none
 	format       string
 	sparse       bool
 	sd           *storageDomain
@@ -109,6 +110,15 @@ func (d *disk) status(now time.Time) string {
 
 func (d *disk) sizeGB() int64 { return ceilGiB(d.sizeBytes) }
 
+// visibleSize is the provisioned size clients see: during the lock of an
+// update the old one (ExtendImageSize has not finished), then the new one.
+func (d *disk) visibleSize(now time.Time) int64 {
+	if d.oldSize > 0 && now.Before(d.lockedUntil) {
+		return d.oldSize
+	}
+	return d.sizeBytes
+}
+
 func ceilGiB(b int64) int64 { return (b + gib - 1) / gib }
 
 type nic struct {
@@ -125,6 +135,7 @@ const (
 	phaseDown powerPhase = iota
 	phaseStarting
 	phaseStopping
+	phaseRefusing // a guest that ignores ACPI: powering_down, then up again
 )
 
 type vm struct {
@@ -136,6 +147,9 @@ type vm struct {
 	comment, description string
 	customScript         string
 	hostName             string
+	initUser, sshKeys    string            // initialization.user_name, authorized_ssh_keys
+	initialized          bool              // has run once: initialization is not applied again
+	init                 *VMInitialization // what the first run composed, nil without initialization
 	osType, vmType       string
 	sockets, cores, thr  int
 	memory, guaranteed   int64
@@ -147,7 +161,9 @@ type vm struct {
 	phaseAt              time.Time
 	wfl, pu, pd, gaDelay time.Duration
 	startTime, stopTime  time.Time
-	noAgent              bool // no guest agent (template or SetVMGuestAgent)
+	noAgent              bool      // no guest agent (template or SetVMGuestAgent)
+	ignoresACPI          bool      // the guest ignores ACPI shutdown requests
+	upAt                 time.Time // with phaseRefusing: when the VM first came up
 }
 
 // status computes the engine status from the recorded timestamps: no
@@ -170,6 +186,11 @@ func (v *vm) status(now time.Time) string {
 		if now.Sub(v.phaseAt) < v.pd {
 			return "powering_down"
 		}
+	case phaseRefusing:
+		if now.Sub(v.phaseAt) < v.pd {
+			return "powering_down"
+		}
+		return "up"
 	}
 	return "down"
 }
@@ -178,6 +199,9 @@ func (v *vm) status(now time.Time) string {
 func (v *vm) upSince(now time.Time) (time.Time, bool) {
 	if v.status(now) != "up" {
 		return time.Time{}, false
+	}
+	if v.power == phaseRefusing {
+		return v.upAt, true
 	}
 	return v.phaseAt.Add(v.wfl + v.pu), true
 }
@@ -242,6 +266,9 @@ type inventory struct {
 
 	vmSeq, macSeq int
 	ipSeq         map[*cluster]int
+
+	version    engineVersion // reported by GET /api, decides the vCPU maximum
+	maxNameLen int           // MaxVmNameLength
 }
 
 func newInventory(seed *Seed, now time.Time) (*inventory, error) {
@@ -258,7 +285,20 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 		jobsByCorr:    map[string][]*job{},
 		byID:          map[string]any{},
 		ipSeq:         map[*cluster]int{},
+		maxNameLen:    seed.MaxVMNameLength,
 	}
+	if inv.maxNameLen <= 0 {
+		inv.maxNameLen = defaultMaxVMNameLength
+	}
+	ver := seed.Version
+	if ver == "" {
+		ver = defaultVersion
+	}
+	v, err := parseVersion(ver)
+	if err != nil {
+		return nil, err
+	}
+	inv.version = v
 	inv.blank = &template{id: blankTemplateID, name: "Blank", version: 1, osType: "other",
 		sockets: 1, cores: 1, threads: 1, memoryMB: 1024, status: "ok", created: now}
 	inv.templates = append(inv.templates, inv.blank)

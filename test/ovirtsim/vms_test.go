@@ -295,13 +295,13 @@ func TestOperationsOnALockedVMAreConflicts(t *testing.T) {
 			_, err := vms.DiskAttachmentsService().AttachmentService(diskID).Update().DiskAttachment(
 				ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(ovirtsdk.NewDiskBuilder().ProvisionedSize(40 << 30)).MustBuild()).Send()
 			return err
-		}, "[Cannot edit Virtual Disk. VM is locked."},
+		}, "[Cannot edit Virtual Disk because the VM is in Image Locked status.]"},
 		"add nic": {func() error {
 			_, err := vms.NicsService().Add().Nic(ovirtsdk.NewNicBuilder().Name("nic2").
 				VnicProfileBuilder(ovirtsdk.NewVnicProfileBuilder().Id(profile)).MustBuild()).Send()
 			return err
-		}, "[Cannot add Interface. VM is locked."},
-		"remove nic": {func() error { _, err := vms.NicsService().NicService(nicID).Remove().Send(); return err }, "[Cannot remove Interface. VM is locked."},
+		}, "[Cannot add Interface because the VM is in Image Locked status.]"},
+		"remove nic": {func() error { _, err := vms.NicsService().NicService(nicID).Remove().Send(); return err }, "[Cannot remove Interface because the VM is in Image Locked status.]"},
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {

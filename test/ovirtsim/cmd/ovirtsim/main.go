@@ -52,11 +52,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tokenTTL := fs.Duration("token-ttl", 0, "SSO token lifetime (default: from the seed, else 1h)")
 	latency := fs.String("latency", "", "latency of every endpoint: 20ms or 10ms-30ms")
 	var faults, certHosts multiFlag
-	fs.Var(&faults, "fault", "fault rule METHOD:PATH:STATUS[:RATE[:COUNT[:HANG]]], repeatable (e.g. POST:/vms:500:0.1)")
+	fs.Var(&faults, "fault", "fault rule METHOD:PATH:STATUS[:RATE[:COUNT[:HANG[:MODE]]]], repeatable (e.g. POST:/vms:500:0.1, POST:/vms:503:1:1::after)")
 	fs.Var(&certHosts, "cert-host", "extra host name or IP for the server certificate, repeatable")
 	randomSeed := fs.Int64("random-seed", 0, "seed of ids, MACs, faults and latencies (default: from the seed, else 1)")
 	caOut := fs.String("ca-out", "", "write the CA PEM to this path (default: a temporary file)")
 	imageLock := fs.Duration("image-lock", 0, "how long new VMs stay image_locked")
+	diskLock := fs.Duration("disk-lock", 0, "how long a disk stays locked after an update or creation")
 	bootDelay := fs.Duration("boot-delay", 0, "time from start to up, split over wait_for_launch and powering_up")
 	noGuestAgent := fs.Bool("no-guest-agent", false, "no VM has a guest agent: nothing is reported and powering_up lasts the seed's no_agent_powering_up")
 	urlFile := fs.String("url-file", "", "write the API URL to this file once serving")
@@ -110,6 +111,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tm := seed.Timings
 	if set["image-lock"] {
 		tm.ImageLock = *imageLock
+	}
+	if set["disk-lock"] {
+		tm.DiskLock = *diskLock
 	}
 	if set["boot-delay"] {
 		tm.WaitForLaunch = *bootDelay / 2

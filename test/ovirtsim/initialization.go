@@ -1,0 +1,139 @@
+package ovirtsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Formats of the initialization data the engine builds on a VM's first run.
+const (
+	InitFormatIgnition  = "ignition"
+	InitFormatCloudInit = "cloud-init"
+	InitFormatSysprep   = "sysprep"
+)
+
+// ignitionOSTypes maps OS types whose osinfo vmInitType is Ignition to the
+// Ignition version the engine writes (packaging/conf/osinfo-defaults.properties:
+// os.rhcos_x64.vmInitType.value = ignition_2.3.0).
+var ignitionOSTypes = map[string]string{"rhcos_x64": "2.3.0"}
+
+// VMInitialization is the initialization payload the engine composed for a
+// VM on its first run (RunVmCommand.updateVmInit). It is not on the REST API;
+// tests read it with Simulator.Initialization or GET /sim/vms/{id}/initialization.
+type VMInitialization struct {
+	// OSType is the OS type that chose the format (the VM's, else its template's).
+	OSType string `json:"os_type"`
+	// Format is "ignition", "cloud-init" or "sysprep".
+	Format string `json:"format"`
+	// UserData is what the guest receives: the Ignition JSON, or the
+	// cloud-init user-data ("#cloud-config\n" + the engine's YAML + custom_script).
+	UserData string `json:"user_data"`
+	// ComposedAt is when the VM was first started.
+	ComposedAt time.Time `json:"composed_at"`
+}
+
+// composeInit builds the initialization payload of v for its first run. It
+// returns nil when the VM has no initialization at all.
+func composeInit(v *vm, now time.Time) (*VMInitialization, *apiError) {
+	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" {
+		return nil, nil
+	}
+	in := &VMInitialization{OSType: v.osType, ComposedAt: now}
+	switch ignVersion, ignition := ignitionOSTypes[v.osType]; {
+	case ignition:
+		in.Format = InitFormatIgnition
+		data, err := ignitionData(v, ignVersion)
+		if err != nil {
+			// CreateBrokerVDSCommand.getPayload: RuntimeException("Failed to build ignition data:", e).
+			return nil, cannot(400, "run VM", "Failed to build ignition data: "+err.Error())
+		}
+		in.UserData = data
+	case strings.HasPrefix(v.osType, "windows"):
+		in.Format, in.UserData = InitFormatSysprep, v.customScript
+	default:
+		in.Format, in.UserData = InitFormatCloudInit, cloudInitUserData(v)
+	}
+	return in, nil
+}
+
+// ignitionData checks that custom_script is a JSON Ignition config; without
+// one the engine writes its own minimal config.
+func ignitionData(v *vm, version string) (string, error) {
+	if v.customScript == "" {
+		cfg := map[string]any{"ignition": map[string]any{"version": version}}
+		if v.hostName != "" {
+			cfg["storage"] = map[string]any{"files": []any{map[string]any{
+				"filesystem": "root", "path": "/etc/hostname", "mode": 420,
+				"contents": map[string]any{"source": "data:," + v.hostName},
+			}}}
+		}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return "", fmt.Errorf("encoding the engine's ignition config: %w", err)
+		}
+		return string(b), nil
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(v.customScript), &cfg); err != nil {
+		return "", fmt.Errorf("custom_script is not a JSON Ignition config: %w", err)
+	}
+	ign, ok := cfg["ignition"].(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("custom_script has no \"ignition\" object")
+	}
+	if ver, ok := ign["version"].(string); !ok || ver == "" {
+		return "", fmt.Errorf("custom_script has no ignition.version")
+	}
+	return v.customScript, nil
+}
+
+// cloudInitUserData composes the user-data like the engine's CloudInitHandler:
+// "#cloud-config\n", the engine's own YAML, then custom_script appended.
+func cloudInitUserData(v *vm) string {
+	var b strings.Builder
+	b.WriteString("#cloud-config\n")
+	b.WriteString("output:\n  all: '>> /var/log/cloud-init-output.log'\n")
+	b.WriteString("disable_root: 0\n")
+	if v.hostName != "" {
+		fmt.Fprintf(&b, "hostname: %s\nfqdn: %s\n", yamlQuote(v.hostName), yamlQuote(v.hostName))
+	}
+	if v.initUser != "" {
+		fmt.Fprintf(&b, "user: %s\n", yamlQuote(v.initUser))
+	}
+	if strings.TrimSpace(v.sshKeys) != "" {
+		b.WriteString("ssh_authorized_keys:\n")
+		for _, k := range strings.Split(strings.TrimSpace(v.sshKeys), "\n") {
+			if k = strings.TrimSpace(k); k != "" {
+				fmt.Fprintf(&b, "- %s\n", yamlQuote(k))
+			}
+		}
+	}
+	b.WriteString(v.customScript)
+	return b.String()
+}
+
+// yamlQuote writes s as a single-quoted YAML scalar.
+func yamlQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// Initialization returns the payload the engine composed on the VM's first
+// run. It fails with ErrNotFound for an unknown VM and with ErrConflict when
+// the VM has not run yet or has no initialization.
+func (s *Simulator) Initialization(vmID string) (VMInitialization, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, err := s.lookupVM(vmID)
+	if err != nil {
+		return VMInitialization{}, err
+	}
+	if v.init == nil {
+		if !v.initialized {
+			return VMInitialization{}, fmt.Errorf("VM %s has not run yet: %w", v.name, ErrConflict)
+		}
+		return VMInitialization{}, fmt.Errorf("VM %s ran without initialization: %w", v.name, ErrConflict)
+	}
+	return *v.init, nil
+}
