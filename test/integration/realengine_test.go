@@ -190,7 +190,6 @@ func TestStorageDomainInMaintenanceIsReportedBeforeCreating(t *testing.T) {
 // Low disk space, a NIC name in use, a network not in the cluster are 409s that are no lock:
 // the disk and NIC phases turn them into a condition with the Engine's message and retry.
 func TestEngineRefusalsInDiskAndNICPhasesAreConditions(t *testing.T) {
-	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
 	t.Cleanup(func() { sim.SetFaults() })
 

@@ -117,7 +117,8 @@ func TestEveryClientMethodAgainstTheSimulator(t *testing.T) {
 	g.Expect(st.Disks[0].Format).To(Equal("cow"))
 
 	_, err = c.CreateVM(ctx, ovirt.VMSpec{Name: "m1", ClusterID: cluster.ID, TemplateID: tpl.ID})
-	g.Expect(err).To(MatchError(ovirt.ErrInvalid), "names are unique: %v", err)
+	g.Expect(err).To(MatchError(ovirt.ErrConflict), "names are unique (409, as a real Engine): %v", err)
+	g.Expect(err).NotTo(MatchError(ovirt.ErrLocked), "a name in use is no lock")
 
 	// A thin VM keeps its disks with the template's, whatever the override.
 	thin, err := c.CreateVM(ctx, ovirt.VMSpec{Name: "m10", ClusterID: cluster.ID, TemplateID: tpl.ID,
@@ -311,7 +312,7 @@ func TestLookupCache(t *testing.T) {
 		before := sim.TotalRequests()
 		_, err := c.FindStorageDomain(ctx, "data")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(sim.TotalRequests()).To(Equal(before + 1))
+		g.Expect(sim.TotalRequests()).To(Equal(before+2), "the search and the status under the data center")
 	})
 
 	t.Run("an unknown id at creation drops the cache", func(t *testing.T) {
@@ -322,7 +323,7 @@ func TestLookupCache(t *testing.T) {
 		before := sim.TotalRequests()
 		_, err = c.FindStorageDomain(ctx, "data")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(sim.TotalRequests()).To(Equal(before + 1))
+		g.Expect(sim.TotalRequests()).To(Equal(before + 2))
 	})
 
 	t.Run("an unknown profile id on a NIC drops the cache", func(t *testing.T) {
@@ -335,7 +336,7 @@ func TestLookupCache(t *testing.T) {
 		g.Expect(err).To(MatchError(ovirt.ErrInvalid), "the engine answers 400 for an unknown profile")
 		before := sim.TotalRequests()
 		_, _ = c.FindStorageDomain(ctx, "data")
-		g.Expect(sim.TotalRequests()).To(Equal(before + 1))
+		g.Expect(sim.TotalRequests()).To(Equal(before + 2))
 	})
 
 	t.Run("a negative TTL disables the cache", func(t *testing.T) {
