@@ -67,7 +67,7 @@ func TestPrinterColumns(t *testing.T) {
 	}{
 		{"kubectl get capovp shows NAME READY", "ovirtproviders", false, []string{"Name", "Ready"}, []string{"Engine", "Version", "Reason", "Age"}},
 		{"kubectl get capovc shows the control-plane endpoint", "ovirtclusters", true, []string{"Name", "ControlPlane Endpoint", "Ready"}, []string{"Cluster", "Age"}},
-		{"kubectl get capovm shows NAME READY and -o wide the VM", "ovirtmachines", true, []string{"Name", "Ready"}, []string{"VM ID", "ProviderID", "oVirt State"}},
+		{"kubectl get capovm shows NAME READY and -o wide the VM", "ovirtmachines", true, []string{"Name", "Ready"}, []string{"VM ID", "VM Name", "ProviderID", "oVirt State"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -308,7 +308,15 @@ func (s *Stack) listVMs() []VMInfo {
 	}
 	out := make([]VMInfo, 0, len(vms))
 	for _, vm := range vms {
-		out = append(out, VMInfo{ID: vm.ID, Name: vm.Name, Status: vm.Status, IPs: vm.IPs})
+		// A kubelet reports the addresses of the guest's own interfaces, whether or not a guest
+		// agent reports them to oVirt.
+		var ips []string
+		for _, n := range vm.NICs {
+			if n.Plugged && n.IP != "" {
+				ips = append(ips, n.IP)
+			}
+		}
+		out = append(out, VMInfo{ID: vm.ID, Name: vm.Name, Status: vm.Status, IPs: ips})
 	}
 	return out
 }

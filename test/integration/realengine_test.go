@@ -159,7 +159,7 @@ func TestRealisticBootstrapPairsBoot(t *testing.T) {
 	init, err := sim.Initialization(vm.ID)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(init.Format).To(Equal("cloud-init"))
-	g.Expect(init.UserData).To(HavePrefix(ignitionConfig))
+	g.Expect(init.UserData).To(HavePrefix("#cloud-config\n"))
 	g.Expect(init.UserData).To(ContainSubstring("runcmd: [kubeadm join]"))
 	vm2, _ := sim.VMByName(om2.Name)
 	init2, err := sim.Initialization(vm2.ID)
@@ -200,7 +200,9 @@ func TestEngineRefusalsInDiskAndNICPhasesAreConditions(t *testing.T) {
 		ovirtsim.FaultRule{Method: "POST", Path: "/vms/{id}/nics", Status: 409, Count: 3,
 			Detail: "[Cannot add Interface. The Network is not attached to the VM's Cluster.]"},
 	)
-	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
+	spec := vmSpec()
+	spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt"}, {VnicProfile: "storage"}} // nic2 is added
+	_, om := tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineDiskResizedCondition, Status: corev1.ConditionFalse,
 		Reason: infrav1.DiskUpdateFailedReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "Low disk space on Storage Domain data"})
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineNetworkSetCondition, Status: corev1.ConditionFalse,
@@ -240,7 +242,9 @@ func TestFollowIgnoredNeverHidesDisksOrNICs(t *testing.T) {
 	g.Expect(ok).To(BeTrue(), "the VM and its CSI disk are kept")
 	g.Expect(state.Disks).To(HaveLen(2))
 
-	// When the attachments cannot be read, the removal is refused, not guessed.
+	// When the attachments cannot be read, the removal is refused, not guessed — even when
+	// the inline list of the VM read just before shows no other disk.
+	sim.SetIgnoreFollow(false)
 	g.Expect(sim.DetachDisk(vm.ID, diskID)).To(Succeed())
 	sim.SetFaults(ovirtsim.FaultRule{Method: "GET", Path: "/vms/{id}/diskattachments", Status: 500, Detail: "Internal Server Error"})
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineDeletedCondition, Status: corev1.ConditionFalse,
@@ -282,4 +286,53 @@ func (tc *testCluster) newMachineWithFormat(t *testing.T, spec infrav1.OVirtVMSp
 	m.Spec.Bootstrap.DataSecretName = ptr.To(secret)
 	g.Expect(k8s.Patch(ctx, m, client.MergeFrom(base))).To(Succeed())
 	return m, om
+}
+
+// Execute-then-fail: the Engine did the work, then the client got a 5xx, a dropped connection or
+// no answer in time. The next reconcile finds what the Engine did and goes on from there: one VM,
+// one disk extension, and a removal that counts as done.
+func TestEngineWorkThatFailedOnTheWireIsNotRepeated(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	t.Cleanup(func() { sim.SetFaults() })
+	sim.SetFaults(
+		ovirtsim.FaultRule{Method: "POST", Path: "/vms", Status: 503, Count: 1, After: true, Mode: ovirtsim.FaultModeStatus},
+		ovirtsim.FaultRule{Method: "PUT", Path: "/vms/{id}/diskattachments/{id}", Count: 1, After: true, Mode: ovirtsim.FaultModeDrop},
+	)
+	posts := sim.RequestCount("POST", "/vms")
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
+	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
+	eventuallyEvent(t, om, "VMAdopted")
+	g.Expect(sim.RequestCount("POST", "/vms")-posts).To(Equal(1), "the VM the Engine created is adopted, not created again")
+	g.Expect(vm.Disks[0].SizeGB).To(BeEquivalentTo(80))
+	n := 0
+	for _, v := range sim.VMs() {
+		if v.Name == om.Name {
+			n++
+		}
+	}
+	g.Expect(n).To(Equal(1))
+
+	// The removal happens, the answer never arrives: the read after it finds the VM gone.
+	sim.SetFaults(ovirtsim.FaultRule{Method: "DELETE", Path: "/vms/{id}", Count: 1, After: true, Mode: ovirtsim.FaultModeDrop})
+	g.Expect(k8s.Delete(ctx, om)).To(Succeed())
+	deleteAndWait(t, om)
+	_, exists := sim.VM(vm.ID)
+	g.Expect(exists).To(BeFalse())
+}
+
+// A guest that ignores ACPI goes back to Up after a shutdown request: deletion powers it off
+// after --vm-shutdown-timeout.
+func TestDeletionStopsAGuestThatIgnoresACPI(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
+	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
+	g.Expect(sim.SetVMIgnoresACPI(vm.ID, true)).To(Succeed())
+	g.Expect(k8s.Delete(context.Background(), om)).To(Succeed())
+	eventuallyEvent(t, om, "VMStopped")
+	deleteAndWait(t, om)
+	_, exists := sim.VM(vm.ID)
+	g.Expect(exists).To(BeFalse())
 }

@@ -377,15 +377,16 @@ func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 }
 
 // ListDiskAttachments implements ovirt.Client. The attachment id is the
-// disk id, and bootable lives on the attachment, so the answer is complete
-// for the system-disk check even when the engine ignores follow=disk (the
-// aliases and sizes are then empty).
+// disk id, and bootable lives on the attachment, so the ids are complete for
+// the system-disk check whatever the engine does with follow=disk. When it
+// ignores follow, each disk (alias, size, status) is read on its own
+// (GET /disks/{id}): a size of 0 would be taken for a disk to grow.
 func (c *client) ListDiskAttachments(ctx context.Context, vmID string) ([]ovirt.Disk, error) {
 	const op = "ListDiskAttachments"
 	if vmID == "" {
 		return nil, invalid(op, "VM id is empty")
 	}
-	return invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]ovirt.Disk, error) {
+	disks, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]ovirt.Disk, error) {
 		resp, err := conn.SystemService().VmsService().VmService(vmID).DiskAttachmentsService().List().Follow("disk").Send()
 		if err != nil {
 			return nil, err
@@ -396,6 +397,30 @@ func (c *client) ListDiskAttachments(ctx context.Context, vmID string) ([]ovirt.
 		}
 		return disks, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range disks {
+		if d.ProvisionedSize != 0 || d.Status != "" {
+			continue
+		}
+		full, err := invoke(ctx, c.s, "GetDisk", func(conn *ovirtsdk.Connection) (*ovirtsdk.Disk, error) {
+			resp, err := conn.SystemService().DisksService().DiskService(d.ID).Get().Send()
+			if err != nil {
+				return nil, err
+			}
+			disk, ok := resp.Disk()
+			if !ok {
+				return nil, fmt.Errorf("engine answered without the disk")
+			}
+			return disk, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		disks[i] = mergeDisk(d, full)
+	}
+	return disks, nil
 }
 
 // listNICs reads the VM's NICs from their own collection and the guest's

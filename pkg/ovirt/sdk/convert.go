@@ -117,6 +117,11 @@ func toDisk(a *ovirtsdk.DiskAttachment) ovirt.Disk {
 	if !ok {
 		return d
 	}
+	return mergeDisk(d, disk)
+}
+
+// mergeDisk fills an attachment's disk with the disk's own fields.
+func mergeDisk(d ovirt.Disk, disk *ovirtsdk.Disk) ovirt.Disk {
 	if id, ok := disk.Id(); ok && id != "" {
 		d.ID = id
 	}

@@ -86,12 +86,16 @@ func TestGetVMWhenTheEngineIgnoresFollow(t *testing.T) {
 	g.Expect(got.Disks).To(HaveLen(1), "disks read from /vms/{id}/diskattachments")
 	g.Expect(got.Disks[0].ID).To(Equal(followed.Disks[0].ID))
 	g.Expect(got.Disks[0].Bootable).To(BeTrue())
+	g.Expect(got.Disks[0].Alias).To(Equal(followed.Disks[0].Alias), "each disk read from /disks/{id}")
+	g.Expect(got.Disks[0].ProvisionedSize).To(Equal(followed.Disks[0].ProvisionedSize))
+	g.Expect(got.Disks[0].Status).To(Equal(followed.Disks[0].Status))
 	g.Expect(got.NICs).To(HaveLen(len(followed.NICs)), "NICs read from /vms/{id}/nics")
 	g.Expect(got.NICs).To(ConsistOf(followed.NICs))
 	g.Expect(got.ReportedDevices).To(HaveLen(len(followed.ReportedDevices)), "devices read from /vms/{id}/reporteddevices")
 	g.Expect(sim.RequestCount("GET", "/vms/{id}/diskattachments")).To(Equal(1))
 	g.Expect(sim.RequestCount("GET", "/vms/{id}/nics")).To(Equal(1))
 	g.Expect(sim.RequestCount("GET", "/vms/{id}/reporteddevices")).To(Equal(1))
+	g.Expect(sim.RequestCount("GET", "/disks/{id}")).To(Equal(1))
 
 	// The disk check before a removal never rests on an inline collection.
 	disks, err := c.ListDiskAttachments(ctx, vm.ID)
