@@ -34,7 +34,7 @@ var templateVars = map[string]string{
 	"WORKER_MACHINE_COUNT":              "2",
 	"OVIRT_PROVIDER":                    "ovirt-prod",
 	"OVIRT_CLUSTER_NAME":                "Default",
-	"OVIRT_TEMPLATE_NAME":               "rhcos-4.14",
+	"OVIRT_TEMPLATE_NAME":               "ubuntu-22.04",
 	"OVIRT_CONTROL_PLANE_ENDPOINT_HOST": "10.0.1.100",
 	"OVIRT_STORAGE_DOMAIN":              "fast-ssd",
 }
@@ -304,7 +304,7 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 				s := tpl.Spec.Template.Spec
 				g.Expect(s.Provider).To(Equal("ovirt-prod"), name)
 				g.Expect(s.OVirtCluster).To(Equal("Default"), name)
-				g.Expect(s.Template).To(Equal("rhcos-4.14"), name)
+				g.Expect(s.Template).To(Equal("ubuntu-22.04"), name)
 				g.Expect(s.NICs).To(HaveLen(1), name)
 				g.Expect(s.NICs[0].VnicProfile).To(Equal("ovirtmgmt"), name)
 				g.Expect(s.CPU.Cores).To(BeEquivalentTo(4), name)
