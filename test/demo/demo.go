@@ -241,6 +241,7 @@ Things to try:
   kubectl get capovp,capovc,capovm -A -o wide
   kubectl get machines -n demo
   kubectl get capovm -n demo -o jsonpath='{range .items[0].status.conditions[*]}{.type}{"\t"}{.status}{"\t"}{.reason}{"\n"}{end}'
+  kubectl get capovm -n demo -o custom-columns='NAME:.metadata.name,MACHINEON:.status.conditions[?(@.type=="MachineOn")].reason,ADDRESSES:.status.addresses[*].address'   # the workers' image has no guest agent: addresses from their Nodes
   kubectl scale machinedeployment demo-workers -n demo --replicas=5      # two more VMs appear
   kubectl delete machine -n demo $(kubectl get machines -n demo -o name | grep workers | head -1 | cut -d/ -f2)
   kubectl apply -f docs/examples/bad/storage-domain-without-clone.yaml   # rejected by the webhook
