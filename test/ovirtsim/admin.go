@@ -75,29 +75,19 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			ok(t)
 		}
 	case "PUT guest-agent":
-		var body struct {
-			Enabled *bool `json:"enabled"`
-		}
-		if err := decodeJSON(r, &body); err != nil {
+		if on, err := decodeSwitch(r, "enabled"); err != nil {
 			fail(err)
-		} else if body.Enabled == nil {
-			fail(invalidf(`want {"enabled": true|false}`))
 		} else {
-			s.SetGuestAgent(*body.Enabled)
-			ok(map[string]bool{"enabled": *body.Enabled})
+			s.SetGuestAgent(on)
+			ok(map[string]bool{"enabled": on})
 		}
 	case "PUT vms/{id}/guest-agent":
-		var body struct {
-			Enabled *bool `json:"enabled"`
-		}
-		if err := decodeJSON(r, &body); err != nil {
+		if on, err := decodeSwitch(r, "enabled"); err != nil {
 			fail(err)
-		} else if body.Enabled == nil {
-			fail(invalidf(`want {"enabled": true|false}`))
-		} else if err := s.SetVMGuestAgent(segs[1], *body.Enabled); err != nil {
+		} else if err := s.SetVMGuestAgent(segs[1], on); err != nil {
 			fail(err)
 		} else {
-			ok(map[string]any{"id": segs[1], "enabled": *body.Enabled})
+			ok(map[string]any{"id": segs[1], "enabled": on})
 		}
 	case "PUT guest-interfaces":
 		var g GuestInterfaces
@@ -109,16 +99,11 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			ok(g)
 		}
 	case "PUT follow":
-		var body struct {
-			Ignore *bool `json:"ignore"`
-		}
-		if err := decodeJSON(r, &body); err != nil {
+		if ignore, err := decodeSwitch(r, "ignore"); err != nil {
 			fail(err)
-		} else if body.Ignore == nil {
-			fail(invalidf(`want {"ignore": true|false}`))
 		} else {
-			s.SetIgnoreFollow(*body.Ignore)
-			ok(map[string]bool{"ignore": *body.Ignore})
+			s.SetIgnoreFollow(ignore)
+			ok(map[string]bool{"ignore": ignore})
 		}
 	case "PUT credentials":
 		var body struct {
@@ -207,17 +192,12 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			ok(map[string]string{"detached": segs[3]})
 		}
 	case "PUT vms/{id}/ignores-acpi":
-		var body struct {
-			Enabled *bool `json:"enabled"`
-		}
-		if err := decodeJSON(r, &body); err != nil {
+		if on, err := decodeSwitch(r, "enabled"); err != nil {
 			fail(err)
-		} else if body.Enabled == nil {
-			fail(invalidf(`want {"enabled": true|false}`))
-		} else if err := s.SetVMIgnoresACPI(segs[1], *body.Enabled); err != nil {
+		} else if err := s.SetVMIgnoresACPI(segs[1], on); err != nil {
 			fail(err)
 		} else {
-			ok(map[string]bool{"enabled": *body.Enabled})
+			ok(map[string]bool{"enabled": on})
 		}
 	case "GET vms/{id}/initialization":
 		if in, err := s.Initialization(segs[1]); err != nil {
@@ -264,6 +244,19 @@ func decodeJSON(r *http.Request, v any) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
+}
+
+// decodeSwitch reads a body {"<key>": true|false}; the key is required.
+func decodeSwitch(r *http.Request, key string) (bool, error) {
+	var body map[string]*bool
+	if err := decodeJSON(r, &body); err != nil {
+		return false, err
+	}
+	v, found := body[key]
+	if !found || v == nil || len(body) != 1 {
+		return false, invalidf(`want {"%s": true|false}`, key)
+	}
+	return *v, nil
 }
 
 func writeAdminError(w http.ResponseWriter, err error) {
