@@ -28,6 +28,7 @@ import (
 	infrav1 "github.com/capov/capov/apis/v1beta1"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
+	"github.com/capov/capov/test/percentile"
 )
 
 // Scenario is one configuration to measure.
@@ -92,13 +93,9 @@ func (r *Result) CreateCallsPerMachine() float64 {
 	return total
 }
 
-// Percentile returns the p-th percentile of the time-to-ready.
+// Percentile returns the p-th percentile (0-100, nearest rank) of the time-to-ready.
 func (r *Result) Percentile(p float64) time.Duration {
-	if len(r.TTR) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(r.TTR)))) - 1
-	return r.TTR[max(0, min(i, len(r.TTR)-1))]
+	return percentile.NearestRank(r.TTR, p)
 }
 
 // Runner runs scenarios on a stack started without a manager.

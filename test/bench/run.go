@@ -8,9 +8,9 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/capov/capov/pkg/app/webhook"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
+	"github.com/capov/capov/test/webhookload"
 )
 
 // Realistic oVirt waits of the full set: a thin disk image created in 2 s, a disk extended in
@@ -40,6 +40,10 @@ func FullSet() []Scenario {
 		real("n500-c10", 500, 10, false), n1000,
 	}
 }
+
+// webhookWarmUp is the number of requests per client of the admission load test that are sent
+// before measuring and not counted.
+const webhookWarmUp = 50
 
 // SmokeSet is what `make bench-smoke` (and `make test`) measures in seconds.
 func SmokeSet() []Scenario {
@@ -90,7 +94,13 @@ func RunAll(ctx context.Context, scenarios []Scenario, opts Options) (*Report, e
 			opts.WebhookClients = 4
 		}
 		fmt.Fprintf(opts.Out, "== admission load test: %d clients x %d requests\n", opts.WebhookClients, opts.WebhookRequests)
-		lr, err := webhook.LoadTest(ctx, "https://"+stack.WebhookAddr, stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData, opts.WebhookClients, opts.WebhookRequests)
+		url, ca := "https://"+stack.WebhookAddr, stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData
+		// Warm up the connections and the server's code paths (and its informer cache) first:
+		// with -set=webhook the server has not seen a request before.
+		if _, err := webhookload.Run(ctx, url, ca, opts.WebhookClients, webhookWarmUp); err != nil {
+			return nil, fmt.Errorf("admission load test warm-up: %w", err)
+		}
+		lr, err := webhookload.Run(ctx, url, ca, opts.WebhookClients, opts.WebhookRequests)
 		if err != nil {
 			return nil, fmt.Errorf("admission load test: %w", err)
 		}

@@ -1,9 +1,11 @@
 // Command bench runs the CAPOV provisioning benchmark (see test/bench) and writes
-// docs/benchmarks.md and its charts. `make bench` runs the full set; -set=smoke a small one.
+// docs/benchmarks.md and its charts. `make bench` runs the full set; -set=smoke a small one;
+// -set=webhook only the admission load test.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -18,42 +20,58 @@ import (
 )
 
 func main() {
-	set := flag.String("set", "full", "Scenario set: full or smoke.")
-	doc := flag.String("doc", "docs/benchmarks.md", "Markdown file whose generated section is rewritten (empty: do not write).")
+	set := flag.String("set", "full", "Scenario set: full, smoke, or webhook (no provisioning scenario, only the admission load test; docs are not rewritten).")
+	doc := flag.String("doc", "docs/benchmarks.md", "Markdown file whose generated section is rewritten, relative to the repository (empty: do not write).")
 	charts := flag.String("charts", "docs/bench", "Directory for the PNG charts, relative to the repository.")
 	workDir := flag.String("work-dir", "", "Work directory (default: a temporary one).")
 	webhookRequests := flag.Int("webhook-requests", 5000, "Requests per client of the admission load test (0 skips it).")
-	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running.")
+	webhookClients := flag.Int("webhook-clients", 4, "Concurrent clients of the admission load test.")
+	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running (a relative path is relative to the repository, e.g. docs/bench/results.json).")
 	only := flag.String("run", "", "Run only the scenarios whose name matches this regular expression (e.g. n100-c10$); the results are printed, docs are not rewritten.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *only != "" && *from == "" {
+	if (*only != "" || *set == "webhook") && *from == "" {
 		// A partial run must not replace the full report.
 		*doc = ""
 	}
-	if err := run(ctx, *set, *only, *doc, *charts, *workDir, *webhookRequests, *from); err != nil {
+	opts := bench.Options{Out: os.Stdout, WebhookRequests: *webhookRequests, WebhookClients: *webhookClients}
+	if err := run(ctx, *set, *only, *doc, *charts, *workDir, *from, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, set, only, doc, charts, workDir string, webhookRequests int, from string) error {
+func run(ctx context.Context, set, only, doc, charts, workDir, from string, opts bench.Options) error {
+	// The make targets run this command from its own module (test/bench): paths into the
+	// repository are resolved from its root, whatever the working directory.
 	root, err := envtest.RepoRoot()
 	if err != nil {
 		return err
 	}
 	if from != "" {
+		if !filepath.IsAbs(from) {
+			from = filepath.Join(root, from)
+		}
 		rep, err := bench.LoadReport(from)
 		if err != nil {
 			return err
 		}
 		return write(rep, root, doc, charts)
 	}
-	scenarios := bench.FullSet()
-	if set == "smoke" {
+	var scenarios []bench.Scenario
+	switch set {
+	case "full":
+		scenarios = bench.FullSet()
+	case "smoke":
 		scenarios = bench.SmokeSet()
+	case "webhook":
+		if opts.WebhookRequests <= 0 {
+			return errors.New("-set=webhook measures nothing with -webhook-requests=0")
+		}
+	default:
+		return fmt.Errorf("-set %q: want full, smoke or webhook", set)
 	}
 	if only != "" {
 		re, err := regexp.Compile(only)
@@ -73,7 +91,8 @@ func run(ctx context.Context, set, only, doc, charts, workDir string, webhookReq
 		defer os.RemoveAll(d)
 		workDir = d
 	}
-	rep, err := bench.RunAll(ctx, scenarios, bench.Options{WorkDir: workDir, Out: os.Stdout, WebhookRequests: webhookRequests})
+	opts.WorkDir = workDir
+	rep, err := bench.RunAll(ctx, scenarios, opts)
 	if err != nil {
 		return err
 	}

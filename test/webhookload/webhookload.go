@@ -1,4 +1,8 @@
-package webhook
+// Package webhookload is the admission load generator of the benchmark (test/bench): it drives
+// a running CAPOV webhook server the way the API server does, over TLS with keep-alive, with a
+// bounded closed-loop load, and checks every answer. It is test code: the product binaries do
+// not link it.
+package webhookload
 
 import (
 	"bytes"
@@ -21,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/capov/capov/apis/v1beta1"
+	"github.com/capov/capov/test/percentile"
 )
 
 // Paths of the OVirtMachine webhooks, as controller-runtime's builder registers them.
@@ -31,13 +36,14 @@ const (
 	ValidateOVirtMachinePath = "/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine"
 )
 
-// LoadResult summarises a LoadTest.
-type LoadResult struct {
+// Result summarises a Run.
+type Result struct {
 	// Requests is the number of requests sent.
 	Requests int
 	// Errors counts transport errors, non-200 answers and answers that do not admit the object.
 	Errors int
-	// P50, P99 and Max are latencies of the requests, from sending to reading the whole answer.
+	// P50, P99 and Max are latencies of the requests, from sending to reading the whole answer
+	// (nearest-rank percentiles).
 	P50, P99, Max time.Duration
 	// Elapsed is the wall time of the whole run.
 	Elapsed time.Duration
@@ -46,12 +52,12 @@ type LoadResult struct {
 }
 
 // String renders the result on one line.
-func (r LoadResult) String() string {
+func (r Result) String() string {
 	return fmt.Sprintf("requests=%d errors=%d p50=%s p99=%s max=%s elapsed=%s throughput=%.0f req/s",
 		r.Requests, r.Errors, r.P50, r.P99, r.Max, r.Elapsed.Round(time.Millisecond), r.Throughput)
 }
 
-// LoadTest drives a running webhook server at baseURL (https://host:port) the way the API server
+// Run drives a running webhook server at baseURL (https://host:port) the way the API server
 // does: clients concurrent connections each send requests AdmissionReviews, one after the other,
 // alternating between the OVirtMachine defaulting and validating webhooks with the create of a
 // valid OVirtMachine. caPEM verifies the serving certificate. The load is bounded
@@ -60,13 +66,13 @@ func (r LoadResult) String() string {
 // The machine names the OVirtProvider "loadtest"; whether it exists only changes the warnings.
 // It returns an error when no request could be measured or ctx ended early (with the partial
 // result).
-func LoadTest(ctx context.Context, baseURL string, caPEM []byte, clients, requests int) (LoadResult, error) {
+func Run(ctx context.Context, baseURL string, caPEM []byte, clients, requests int) (Result, error) {
 	if clients < 1 || requests < 1 {
-		return LoadResult{}, fmt.Errorf("clients (%d) and requests (%d) must be at least 1", clients, requests)
+		return Result{}, fmt.Errorf("clients (%d) and requests (%d) must be at least 1", clients, requests)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return LoadResult{}, errors.New("the CA PEM holds no certificate")
+		return Result{}, errors.New("the CA PEM holds no certificate")
 	}
 	transport := &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
@@ -77,11 +83,12 @@ func LoadTest(ctx context.Context, baseURL string, caPEM []byte, clients, reques
 	defer transport.CloseIdleConnections()
 	httpClient := &http.Client{Transport: transport, Timeout: 10 * time.Second}
 
-	body, err := loadTestBody()
+	body, err := reviewOfCreate()
 	if err != nil {
-		return LoadResult{}, err
+		return Result{}, err
 	}
-	urls := [2]string{strings.TrimRight(baseURL, "/") + MutateOVirtMachinePath, strings.TrimRight(baseURL, "/") + ValidateOVirtMachinePath}
+	base := strings.TrimRight(baseURL, "/")
+	urls := [2]string{base + MutateOVirtMachinePath, base + ValidateOVirtMachinePath}
 
 	latencies := make([][]time.Duration, clients)
 	errCounts := make([]int, clients)
@@ -110,7 +117,7 @@ func LoadTest(ctx context.Context, baseURL string, caPEM []byte, clients, reques
 		})
 	}
 	wg.Wait()
-	res := LoadResult{Elapsed: time.Since(start)}
+	res := Result{Elapsed: time.Since(start)}
 	var all []time.Duration
 	for c := range clients {
 		all = append(all, latencies[c]...)
@@ -121,18 +128,12 @@ func LoadTest(ctx context.Context, baseURL string, caPEM []byte, clients, reques
 		return res, errors.New("no request was sent")
 	}
 	slices.Sort(all)
-	res.P50, res.P99, res.Max = percentile(all, 0.50), percentile(all, 0.99), all[len(all)-1]
+	res.P50, res.P99, res.Max = percentile.NearestRank(all, 50), percentile.NearestRank(all, 99), all[len(all)-1]
 	res.Throughput = float64(res.Requests) / res.Elapsed.Seconds()
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("load test stopped early: %w", err)
 	}
 	return res, nil
-}
-
-// percentile returns the nearest-rank percentile of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	i := int(float64(len(sorted))*p+0.5) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // postReview sends one AdmissionReview and reports whether the answer admits the object.
@@ -164,9 +165,9 @@ type reviewBody struct{ prefix, suffix []byte }
 // uidMarker stands for the request UID while the bodies are built.
 const uidMarker = "@@UID@@"
 
-// loadTestBody builds the AdmissionReview of an OVirtMachine create; the defaulter and the
+// reviewOfCreate builds the AdmissionReview of an OVirtMachine create; the defaulter and the
 // validator receive the same request.
-func loadTestBody() (reviewBody, error) {
+func reviewOfCreate() (reviewBody, error) {
 	m := &infrav1.OVirtMachine{
 		TypeMeta:   metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "OVirtMachine"},
 		ObjectMeta: metav1.ObjectMeta{Name: "worker-load", Namespace: "default"},
