@@ -62,14 +62,17 @@ func TestProductDocSpellingsAsDocumented(t *testing.T) {
 		args     []string
 		wantOK   bool
 		want     string // in kubectl's output and quoted in docs/operations.md
+		notWant  string // not in kubectl's output
 	}{
 		{"vmtype:server without a space is not YAML kubectl can read", productDocMachine, nil, false,
-			"error converting YAML to JSON: yaml: line 13: could not find expected ':'"},
+			"error converting YAML to JSON: yaml: line 13: could not find expected ':'", ""},
 		{"CPU is an unknown field under strict field validation (kubectl's default)", spaced, nil, false,
-			`strict decoding error: unknown field "spec.CPU"`},
+			`strict decoding error: unknown field "spec.CPU"`, ""},
 		{"CPU is dropped with a warning under --validate=warn", spaced, []string{"--validate=warn"}, true,
-			`Warning: unknown field "spec.CPU"`},
-		{"the corrected manifest is accepted", fixed, nil, true, "ovirtmachine.infrastructure.cluster.x-k8s.io/worker-abc123 created"},
+			`Warning: unknown field "spec.CPU"`, ""},
+		{"CPU is dropped silently under --validate=false", spaced, []string{"--validate=false"}, true,
+			"ovirtmachine.infrastructure.cluster.x-k8s.io/worker-abc123 created", "Warning"},
+		{"the corrected manifest is accepted", fixed, nil, true, "ovirtmachine.infrastructure.cluster.x-k8s.io/worker-abc123 created", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,12 +84,16 @@ func TestProductDocSpellingsAsDocumented(t *testing.T) {
 			cmd := exec.Command(kubectl, args...)
 			cmd.Stdout, cmd.Stderr = &out, &out
 			err := cmd.Run()
+			t.Logf("kubectl %s:\n%s", strings.Join(args[1:], " "), out.String())
 			if tt.wantOK {
 				g.Expect(err).NotTo(HaveOccurred(), out.String())
 			} else {
 				g.Expect(err).To(HaveOccurred(), out.String())
 			}
 			g.Expect(out.String()).To(ContainSubstring(tt.want))
+			if tt.notWant != "" {
+				g.Expect(out.String()).NotTo(ContainSubstring(tt.notWant))
+			}
 			g.Expect(string(doc)).To(ContainSubstring(tt.want), "docs/operations.md quotes kubectl's answer")
 		})
 	}
