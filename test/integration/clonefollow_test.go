@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
@@ -225,6 +226,22 @@ func TestDefaultGroupFollowsTheProviderAndTheGate(t *testing.T) {
 	patchProvider(t, p, func(s *infrav1.OVirtProviderSpec) { s.DiskClone, s.StorageDomainName = ptr.To(true), "fast" })
 	tc.eventuallyAdmittedClone(t, tpl, true)
 	scale("provider Yes with storage domain fast", true, "fast")
+	// A second group names the storage domain itself and leaves Clone disk at Default: admitted
+	// (with a warning) because the provider clones now; its machines are checked again when
+	// they are created.
+	fastSpec := spec
+	fastSpec.StorageDomainName = "fast"
+	fastTpl := &infrav1.OVirtMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "workers-fast-v1", Labels: filterLabels(cloneFollowFilter)},
+		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: fastSpec}},
+	}
+	g.Expect(k8s.Create(ctx, fastTpl)).To(Succeed())
+	g.Expect(fastTpl.Spec.Template.Spec.DiskClone).To(BeNil())
+	om := tc.scaleFrom(t, fastTpl)
+	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Disks).NotTo(BeEmpty()) })
+	g.Expect(vm.Clone).To(BeTrue())
+	g.Expect(vm.Disks[0].StorageDomain).To(Equal("fast"))
+	nodes = append(nodes, node{om: om, vm: vm, clone: true})
 
 	// 3. The provider goes back to Default; the disk-clone gate is enabled (both binaries
 	// restart with the new flag).
@@ -242,6 +259,15 @@ func TestDefaultGroupFollowsTheProviderAndTheGate(t *testing.T) {
 	patchProvider(t, p, func(s *infrav1.OVirtProviderSpec) { s.DiskClone = ptr.To(false) })
 	tc.eventuallyAdmittedClone(t, tpl, false)
 	scale("provider No, gate on", false, "data")
+	// The group with its own storage domain cannot get new nodes now: the machine is refused
+	// at admission, with the field and the fix (Cluster API's MachineSet reports it).
+	refused := harness.OVirtMachine(harness.Machine(tc.cluster, tc.ns+"-w-refused", ""), fastTpl.Spec.Template.Spec)
+	for k, v := range filterLabels(tc.filter) {
+		refused.Labels[k] = v
+	}
+	err = k8s.Create(ctx, refused)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(And(ContainSubstring(`spec.storagedomainname: Invalid value: "fast"`), ContainSubstring("diskclone resolves to false")))
 
 	// The group never changed, and the VMs that existed before each change were left alone.
 	stored := &infrav1.OVirtMachineTemplate{}
