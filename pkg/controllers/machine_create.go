@@ -128,23 +128,13 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(ctrl.Result{}, fmt.Errorf("reading bootstrap data: %w", err))
 	}
 
-	tpl, err := s.ovirt.FindTemplate(ctx, om.Spec.Template, om.Spec.OVirtCluster)
+	ocl, tpl, miss, err := findClusterAndTemplate(ctx, s.ovirt, om.Spec.OVirtCluster, om.Spec.Template)
 	if err != nil {
-		if errors.Is(err, ovirt.ErrNotFound) {
-			created(infrav1.TemplateNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
-				"template %q (spec.template) not found in oVirt cluster %q", om.Spec.Template, om.Spec.OVirtCluster)
-			return stop(r.retryLater(), nil)
-		}
-		return stop(ctrl.Result{}, fmt.Errorf("finding template %q: %w", om.Spec.Template, err))
+		return stop(ctrl.Result{}, err)
 	}
-	ocl, err := s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
-	if err != nil {
-		if errors.Is(err, ovirt.ErrNotFound) {
-			created(infrav1.OVirtClusterNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
-				"oVirt cluster %q (spec.ovirtcluster) not found", om.Spec.OVirtCluster)
-			return stop(r.retryLater(), nil)
-		}
-		return stop(ctrl.Result{}, fmt.Errorf("finding oVirt cluster %q: %w", om.Spec.OVirtCluster, err))
+	if miss != nil {
+		created(miss.reason, clusterv1beta1.ConditionSeverityWarning, "%s", miss.message)
+		return stop(r.retryLater(), nil)
 	}
 
 	if msg := bootstrapMismatch(boot, tpl, s.machine.Spec.Bootstrap.DataSecretName); msg != "" {

@@ -3,10 +3,10 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/topology"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,8 +19,9 @@ import (
 // +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachinetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachinetemplates,versions=v1beta1,name=default.ovirtmachinetemplate.infrastructure.cluster.x-k8s.io
 // +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachinetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachinetemplates,versions=v1beta1,name=validation.ovirtmachinetemplate.infrastructure.cluster.x-k8s.io
 
-// OVirtMachineTemplateWebhook defaults and validates OVirtMachineTemplates with the same rules
-// as OVirtMachine, on spec.template.spec.
+// OVirtMachineTemplateWebhook validates OVirtMachineTemplates with the same rules as
+// OVirtMachine, on spec.template.spec. It does not default diskclone or storagedomainname: the
+// OVirtMachine defaulter does, when a machine (a node) is created from the template.
 type OVirtMachineTemplateWebhook struct {
 	// Reader reads OVirtProviders (the webhook binary passes its cache).
 	Reader client.Reader
@@ -41,8 +42,13 @@ func (w *OVirtMachineTemplateWebhook) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// Default fills spec.template.spec.diskclone and storagedomainname on create (see
-// DefaultVMSpec); on update it keeps the create-time defaults.
+// Default leaves spec.template.spec as the user wrote it on create: an empty diskclone or
+// storagedomainname means Default (product doc §6), which every new OVirtMachine of the template
+// resolves when it is created, against the OVirtProvider and the disk-clone gate in force then
+// (the OVirtMachine defaulter writes the result). Writing the resolved values into the template
+// would freeze the group's mode: later changes of the provider or the gate would never reach the
+// group's new nodes. On update it keeps the values a template created under the older rules had
+// defaulted, so that re-applying its original manifest is not refused as a change.
 func (w *OVirtMachineTemplateWebhook) Default(ctx context.Context, t *infrav1.OVirtMachineTemplate) error {
 	old := &infrav1.OVirtMachineTemplate{}
 	isUpdate, err := oldObjectFromRequest(ctx, old)
@@ -51,22 +57,14 @@ func (w *OVirtMachineTemplateWebhook) Default(ctx context.Context, t *infrav1.OV
 	}
 	if isUpdate {
 		KeepCreateDefaults(&t.Spec.Template.Spec, &old.Spec.Template.Spec)
-		return nil
 	}
-	spec := &t.Spec.Template.Spec
-	provider, err := getProvider(ctx, w.Reader, spec.Provider)
-	if err != nil {
-		return err
-	}
-	DefaultVMSpec(spec, provider, w.Gates)
-	// The builder's logger already carries "OVirtMachineTemplate" (klog.KRef of the request).
-	ctrl.LoggerFrom(ctx).V(4).Info("Defaulted the machine template spec",
-		"diskclone", ptr.Deref(spec.DiskClone, false), "storagedomainname", spec.StorageDomainName, "providerFound", provider != nil)
 	return nil
 }
 
-// ValidateCreate checks spec.template.spec with the resolved clone mode and warns when the
-// OVirtProvider is missing.
+// ValidateCreate checks spec.template.spec with the clone mode that the OVirtProvider and the
+// gates give it now, and warns when the provider is missing or when the combination holds only
+// because of the provider or the gate (see templateWarnings). Each new OVirtMachine of the
+// template is checked again when it is created.
 func (w *OVirtMachineTemplateWebhook) ValidateCreate(ctx context.Context, t *infrav1.OVirtMachineTemplate) (admission.Warnings, error) {
 	return w.validateSpec(ctx, t)
 }
@@ -79,7 +77,39 @@ func (w *OVirtMachineTemplateWebhook) validateSpec(ctx context.Context, t *infra
 	}
 	clone := ResolveDiskClone(spec.DiskClone, provider, w.Gates)
 	errs := ValidateVMSpec(spec, field.NewPath("spec", "template", "spec"), clone)
-	return providerWarnings(spec, provider, clone, w.Gates), invalid("OVirtMachineTemplate", t.Name, errs)
+	return templateWarnings(spec, provider, clone, w.Gates), invalid("OVirtMachineTemplate", t.Name, errs)
+}
+
+// templateWarnings are providerWarnings worded for a template, whose diskclone is resolved again
+// for each new machine, plus a warning when spec.template.spec.storagedomainname is admitted only
+// because the provider's diskclone or the disk-clone gate turns cloning on: if either changes,
+// the template's new machines are refused (by the OVirtMachine validator) until it changes back.
+func templateWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, clone bool, gates featuregates.Gates) admission.Warnings {
+	if strings.TrimSpace(spec.Provider) == "" {
+		return nil
+	}
+	if provider == nil {
+		return admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: spec.template.spec is checked against the disk-clone feature gate (%t) only; "+
+			"each new machine of this template resolves an empty diskclone and storagedomainname when it is created, from the OVirtProvider and the gate in force then "+
+			"(the manager waits for the provider before it creates the VM); create the OVirtProvider before the machines", spec.Provider, gates.DiskClone)}
+	}
+	var warnings admission.Warnings
+	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !clone {
+		warnings = append(warnings, fmt.Sprintf("OVirtProvider %s sets storagedomainname %s, but diskclone resolves to false for this template now: "+
+			"its new machines can only be created if %s is the template's storage domain (otherwise MachineCreated reports StorageDomainRequiresClone); "+
+			"to place the disks in %s, %s", provider.Name, sd, sd, sd, featuregates.EnableDiskCloneHint(provider.Name)))
+	}
+	if spec.StorageDomainName != "" && spec.DiskClone == nil && clone {
+		source := "the disk-clone feature gate is on and OVirtProvider " + provider.Name + " leaves diskclone empty"
+		if provider.Spec.DiskClone != nil {
+			source = "OVirtProvider " + provider.Name + " sets diskclone: true"
+		}
+		warnings = append(warnings, fmt.Sprintf("spec.template.spec.storagedomainname %s requires disk cloning and spec.template.spec.diskclone is empty (Default): "+
+			"it is admitted only because %s; each new machine of this template resolves diskclone when it is created, and is refused if cloning is off then; "+
+			"to keep this template usable whatever the provider and the gate say, set spec.template.spec.diskclone: true (in a new OVirtMachineTemplate: templates cannot change)",
+			spec.StorageDomainName, source))
+	}
+	return warnings
 }
 
 // ValidateUpdate refuses every change of the spec: Cluster API rolls machines out by pointing

@@ -23,15 +23,16 @@ func TestOVirtMachineTemplateDefault(t *testing.T) {
 		name      string
 		provider  *infrav1.OVirtProvider
 		gates     featuregates.Gates
-		ctx       func(t *testing.T) context.Context
 		old       *infrav1.OVirtMachineTemplate
-		wantClone bool
+		wantClone *bool
 		wantSD    string
 	}{
-		{"a create takes diskclone and the storage domain from the provider", cloning, featuregates.Gates{}, nil, nil, true, "fast-ssd"},
-		{"a create whose provider does not exist takes diskclone from the gate only", nil, featuregates.Gates{DiskClone: true}, nil, nil, true, ""},
-		{"an update keeps the create-time defaults instead of resolving again", cloning, featuregates.Gates{}, nil,
-			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.DiskClone = ptr.To(false) }), false, ""},
+		{"a create leaves diskclone and the storage domain empty although the provider clones", cloning, featuregates.Gates{}, nil, nil, ""},
+		{"a create leaves diskclone empty although the gate is on", nil, featuregates.Gates{DiskClone: true}, nil, nil, ""},
+		{"an update keeps what the older rules defaulted at create", cloning, featuregates.Gates{}, machineTemplate(func(t *infrav1.OVirtMachineTemplate) {
+			t.Spec.Template.Spec.DiskClone, t.Spec.Template.Spec.StorageDomainName = ptr.To(false), "data"
+		}), ptr.To(false), "data"},
+		{"an update of a template created empty stays empty", cloning, featuregates.Gates{DiskClone: true}, machineTemplate(), nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,10 +47,55 @@ func TestOVirtMachineTemplateDefault(t *testing.T) {
 			}
 			obj := machineTemplate()
 			g.Expect(w.Default(ctx, obj)).To(Succeed())
-			g.Expect(obj.Spec.Template.Spec.DiskClone).To(HaveValue(Equal(tt.wantClone)))
+			if tt.wantClone == nil {
+				g.Expect(obj.Spec.Template.Spec.DiskClone).To(BeNil())
+			} else {
+				g.Expect(obj.Spec.Template.Spec.DiskClone).To(HaveValue(Equal(*tt.wantClone)))
+			}
 			g.Expect(obj.Spec.Template.Spec.StorageDomainName).To(Equal(tt.wantSD))
 		})
 	}
+}
+
+// TestMachinesOfADefaultTemplateFollowTheProviderAndTheGate creates machines from one template
+// the way Cluster API does (the template's spec.template.spec copied into a new OVirtMachine,
+// then admitted) while the provider's diskclone and the gate change: each machine gets the mode
+// in force when it is created; the template never changes.
+func TestMachinesOfADefaultTemplateFollowTheProviderAndTheGate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tw := &OVirtMachineTemplateWebhook{Reader: readerWith(provider("ovirt-prod"))}
+	tpl := machineTemplate()
+	g.Expect(tw.Default(ctx, tpl)).To(Succeed())
+	_, err := tw.ValidateCreate(ctx, tpl)
+	g.Expect(err).NotTo(HaveOccurred())
+	stored := tpl.DeepCopy()
+
+	steps := []struct {
+		name      string
+		provider  *infrav1.OVirtProvider
+		gates     featuregates.Gates
+		wantClone bool
+		wantSD    string
+	}{
+		{"neither the provider nor the gate clones", provider("ovirt-prod"), featuregates.Gates{}, false, ""},
+		{"the provider turns cloning on with a storage domain", provider("ovirt-prod", func(p *infrav1.OVirtProvider) {
+			p.Spec.DiskClone, p.Spec.StorageDomainName = ptr.To(true), "fast-ssd"
+		}), featuregates.Gates{}, true, "fast-ssd"},
+		{"the provider is back to Default and the gate is on", provider("ovirt-prod"), featuregates.Gates{DiskClone: true}, true, ""},
+		{"the provider's No wins over the gate", provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(false) }),
+			featuregates.Gates{DiskClone: true}, false, ""},
+	}
+	for _, step := range steps {
+		mw := &OVirtMachineWebhook{Reader: readerWith(step.provider), Gates: step.gates}
+		m := machine(func(m *infrav1.OVirtMachine) { m.Spec.OVirtVMSpec = *stored.Spec.Template.Spec.DeepCopy() })
+		g.Expect(mw.Default(ctx, m)).To(Succeed(), step.name)
+		_, err := mw.ValidateCreate(ctx, m)
+		g.Expect(err).NotTo(HaveOccurred(), step.name)
+		g.Expect(m.Spec.DiskClone).To(HaveValue(Equal(step.wantClone)), step.name)
+		g.Expect(m.Spec.StorageDomainName).To(Equal(step.wantSD), step.name)
+	}
+	g.Expect(stored.Spec.Template.Spec.DiskClone).To(BeNil(), "the template stays Default")
 }
 
 func TestOVirtMachineTemplateValidateCreate(t *testing.T) {
@@ -73,6 +119,18 @@ func TestOVirtMachineTemplateValidateCreate(t *testing.T) {
 			}),
 			[]string{"spec.template.spec.nics[1].vnicprofile: Required value"}, 0},
 		{"a missing provider is admitted with a warning", nil, machineTemplate(), nil, 1},
+		{"a storage domain that holds only because the provider clones is admitted with a warning",
+			provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(true) }),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }), nil, 1},
+		{"a storage domain with the template's own diskclone true is admitted without a warning",
+			provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(false) }),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) {
+				t.Spec.Template.Spec.StorageDomainName, t.Spec.Template.Spec.DiskClone = "fast-ssd", ptr.To(true)
+			}), nil, 0},
+		{"a storage domain is refused when the provider's No wins over the template's Default",
+			provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(false) }),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
+			[]string{"spec.template.spec.storagedomainname: Invalid value: \"fast-ssd\"", "diskclone resolves to false"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,6 +200,31 @@ func TestOVirtMachineTemplateValidateUpdate(t *testing.T) {
 			for i, want := range tt.wantErr {
 				g.Expect(causes(err)[i]).To(ContainSubstring(want))
 			}
+		})
+	}
+}
+
+func TestOVirtMachineTemplateWarnsWhenTheStorageDomainHoldsOnlyThroughTheProviderOrGate(t *testing.T) {
+	withSD := machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" })
+	tests := []struct {
+		name     string
+		provider *infrav1.OVirtProvider
+		gates    featuregates.Gates
+		want     string
+	}{
+		{"the provider's diskclone is named", provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(true) }), featuregates.Gates{},
+			"it is admitted only because OVirtProvider ovirt-prod sets diskclone: true"},
+		{"the gate is named", provider("ovirt-prod"), featuregates.Gates{DiskClone: true},
+			"it is admitted only because the disk-clone feature gate is on and OVirtProvider ovirt-prod leaves diskclone empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := &OVirtMachineTemplateWebhook{Reader: readerWith(tt.provider), Gates: tt.gates}
+			warnings, err := w.ValidateCreate(context.Background(), withSD.DeepCopy())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(warnings).To(ConsistOf(And(ContainSubstring("spec.template.spec.storagedomainname fast-ssd requires disk cloning"),
+				ContainSubstring(tt.want), ContainSubstring("set spec.template.spec.diskclone: true"))))
 		})
 	}
 }

@@ -34,15 +34,18 @@ func ResolveDiskClone(machine *bool, provider *infrav1.OVirtProvider, gates feat
 	return gates.DiskCloneFor(machine, fromProvider)
 }
 
-// DefaultVMSpec fills the create-time defaults of an OVirtMachine or OVirtMachineTemplate spec:
-// spec.diskclone gets the resolved clone mode when it is empty, and spec.storagedomainname gets
-// the provider's storage domain when it is empty, the provider names one and the resolved clone
-// mode is true. provider is nil when the OVirtProvider does not exist (yet): then only diskclone
-// is defaulted, from the gate.
+// DefaultVMSpec fills the create-time defaults of an OVirtMachine spec: spec.diskclone gets the
+// resolved clone mode when it is empty, and spec.storagedomainname gets the provider's storage
+// domain when it is empty, the provider names one and the resolved clone mode is true. provider
+// is nil when the OVirtProvider does not exist (yet): then only diskclone is defaulted, from the
+// gate. It runs when the machine is created, which is when its node is created: an
+// OVirtMachineTemplate is never defaulted, so that a group left at Default follows the provider
+// and the gate in force when each of its machines is created (product doc §6).
 //
 // A provider storage domain is not copied when cloning is off: another domain requires cloning,
-// so copying it would make every machine of such a provider inadmissible; left empty, the manager
-// keeps the disks in the template's domain.
+// so copying it would make every machine of such a provider inadmissible. The manager still
+// resolves the provider's domain for such a machine and reports StorageDomainRequiresClone unless
+// the template's disks have a copy there; the validator warns about it.
 func DefaultVMSpec(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, gates featuregates.Gates) {
 	clone := ResolveDiskClone(spec.DiskClone, provider, gates)
 	if spec.DiskClone == nil {
@@ -53,8 +56,8 @@ func DefaultVMSpec(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, g
 	}
 }
 
-// KeepCreateDefaults carries the values DefaultVMSpec wrote at create time into an update that
-// leaves them empty. The spec is immutable, and a client that re-applies its original manifest
+// KeepCreateDefaults carries the values DefaultVMSpec wrote at create time (for templates: wrote
+// under the older rules, which defaulted templates too) into an update that leaves them empty. The spec is immutable, and a client that re-applies its original manifest
 // (server-side apply drops fields the manifest no longer names, a PUT sends only what the
 // client has) must not be refused for the defaults it never wrote.
 func KeepCreateDefaults(newSpec, oldSpec *infrav1.OVirtVMSpec) {

@@ -39,21 +39,34 @@ func TestMissingTemplateIsReportedAndRetried(t *testing.T) {
 }
 
 func TestMissingOVirtClusterIsReported(t *testing.T) {
+	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
 	spec := vmSpec()
 	spec.OVirtCluster = "Nowhere"
 	spec.Template = "rhcos-4.14"
 	_, om := tc.newMachine(t, spec, ignitionConfig)
-	// The template lookup is scoped to the cluster, so either lookup may fail first; the
-	// operator reads which one.
-	NewWithT(t).Eventually(func(g Gomega) {
-		got := getOM(g, om)
-		c := v1beta1conditions.Get(got, infrav1.MachineCreatedCondition)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
-		g.Expect(c.Reason).To(BeElementOf(infrav1.OVirtClusterNotFoundReason, infrav1.TemplateNotFoundReason))
-		g.Expect(c.Message).To(ContainSubstring("Nowhere"))
-	}, timeout, interval).Should(Succeed())
+	// The template lookup is scoped to the cluster; a wrong cluster must not read as a missing
+	// template (product doc §4.3 lists them as two causes).
+	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
+		Reason: infrav1.OVirtClusterNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: `oVirt cluster "Nowhere" (spec.ovirtcluster) not found`})
+	g.Expect(v1beta1conditions.GetReason(got, clusterv1beta1.ReadyCondition)).To(Equal(infrav1.OVirtClusterNotFoundReason))
+	_, exists := sim.VMByName(om.Name)
+	g.Expect(exists).To(BeFalse())
+	deleteAndWait(t, om)
+}
+
+func TestTemplateOfAnotherOVirtClusterIsNamed(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	spec := vmSpec()
+	spec.OVirtCluster = "Secondary" // rhcos-4.14 exists only in the oVirt cluster Default
+	_, om := tc.newMachine(t, spec, ignitionConfig)
+	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
+		Reason: infrav1.TemplateNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning,
+		Message: `template "rhcos-4.14" (spec.template) exists in another oVirt cluster`})
+	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineCreatedCondition)).To(ContainSubstring(`but not in oVirt cluster "Secondary" (spec.ovirtcluster)`))
+	_, exists := sim.VMByName(om.Name)
+	g.Expect(exists).To(BeFalse())
 	deleteAndWait(t, om)
 }
 
