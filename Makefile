@@ -26,7 +26,13 @@ export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 # the product, its API types, and the benchmark (kept apart for its chart-rendering dependencies).
 MODULES := . apis test/bench
 
-LDFLAGS := -s -w
+# Version stamping into pkg/version (`--version`, the start-up log line, User-Agents). Override
+# on the command line: make build VERSION=v0.4.0. LDFLAGS uses ${...} so that the Dockerfiles
+# can carry the very same text, with these three as build args.
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.0.0-dev)
+GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -s -w -X github.com/capov/capov/pkg/version.gitVersion=${VERSION} -X github.com/capov/capov/pkg/version.gitCommit=${GIT_COMMIT} -X github.com/capov/capov/pkg/version.buildDate=${BUILD_DATE}
 BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)"
 
 ##@ Main
@@ -45,7 +51,7 @@ test: verify lint envtest charts-lint unit bench-smoke fuzz ## Everything CI run
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager and bin/webhook (static, as in the Dockerfiles).
+build: ## Build bin/manager and bin/webhook (static, version-stamped, as in the Dockerfiles).
 	$(BUILD) -o $(BIN)/manager ./cmd/manager
 	$(BUILD) -o $(BIN)/webhook ./cmd/webhook
 

@@ -1,7 +1,9 @@
 package contract_test
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -54,6 +56,34 @@ func TestDockerfilesAreMultiStageStaticAndNonRoot(t *testing.T) {
 			g.Expect(df).To(ContainSubstring("CGO_ENABLED=0"))
 			g.Expect(string(build[1])).To(ContainSubstring("go build -trimpath"))
 			g.Expect(df).To(ContainSubstring(`go build -trimpath -ldflags "` + string(ldflags[1]) + `" -o /out/` + bin + " ./cmd/" + bin))
+			// The version stamps are build args of the build stage, with defaults, and the
+			// ldflags stamp them into pkg/version.
+			buildStage := df[strings.Index(df, "AS build"):strings.LastIndex(df, "FROM ")]
+			for _, arg := range []string{"VERSION", "GIT_COMMIT", "BUILD_DATE"} {
+				g.Expect(buildStage).To(MatchRegexp(`(?m)^ARG `+arg+`=\S+$`), "build arg %s with a default", arg)
+			}
+			for _, stamp := range []string{"gitVersion=${VERSION}", "gitCommit=${GIT_COMMIT}", "buildDate=${BUILD_DATE}"} {
+				g.Expect(string(ldflags[1])).To(ContainSubstring("-X github.com/capov/capov/pkg/version." + stamp))
+			}
 		})
+	}
+}
+
+// TestMakeBuildStampsTheVersion runs `make build` with the version variables set and asks
+// both binaries for --version.
+func TestMakeBuildStampsTheVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both binaries")
+	}
+	g := NewWithT(t)
+	dir := t.TempDir()
+	cmd := exec.CommandContext(context.Background(), "make", "-C", filepath.Join("..", ".."), "build", "BIN="+dir,
+		"VERSION=v9.8.7-test", "GIT_COMMIT=0123456789abcdef0123456789abcdef01234567", "BUILD_DATE=2026-12-01T09:00:00Z")
+	out, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	for _, bin := range []string{"manager", "webhook"} {
+		out, err := exec.CommandContext(context.Background(), filepath.Join(dir, bin), "--version").CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		g.Expect(string(out)).To(HavePrefix(bin + " v9.8.7-test (commit 0123456789abcdef0123456789abcdef01234567, built 2026-12-01T09:00:00Z, go"))
 	}
 }

@@ -28,8 +28,9 @@ import (
 	"github.com/capov/capov/pkg/ovirt/sdk"
 )
 
-// UserAgent identifies the manager to the API servers.
-const UserAgent = "capov-manager"
+// Component names the manager in its User-Agent (to the management and workload cluster API
+// servers and to the oVirt Engine), and so in managedFields.
+const Component = "capov-manager"
 
 // NewScheme returns the scheme of the manager.
 func NewScheme() *runtime.Scheme {
@@ -60,40 +61,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.Logger) error {
 	ctx = ctrl.LoggerInto(ctx, log)
 	gates := opts.ResolveFeatureGates(log)
-	cfg := opts.RestConfig(restConfig, UserAgent)
+	userAgent := options.UserAgent(Component)
+	cfg := opts.RestConfig(restConfig, userAgent, log)
 	scheme := NewScheme()
 
-	cacheOpts := cache.Options{
-		SyncPeriod: &opts.SyncPeriod,
-		// managedFields are never read and are a large part of every cached object (memory at
-		// 1,000 machines, see docs/benchmarks.md).
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			// Only the credentials Secrets are cached; bootstrap data is read directly, and
-			// caching every Secret of a management cluster costs memory for nothing.
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.CredentialsNamespace: {}}},
-		},
+	mgrOpts, err := managerOptions(opts, scheme, log)
+	if err != nil {
+		return err
 	}
-	if opts.Namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
-	}
-	gracefulShutdown := opts.GracefulShutdownTimeout
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
-		Metrics:                       opts.MetricsServer(),
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &opts.LeaseDuration,
-		RenewDeadline:                 &opts.RenewDeadline,
-		RetryPeriod:                   &opts.RetryPeriod,
-		GracefulShutdownTimeout:       &gracefulShutdown,
-		Controller:                    config.Controller{RecoverPanic: ptr.To(true)},
-		Logger:                        log,
-	})
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
@@ -109,24 +85,20 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		},
 		Registerer:     ctrlmetrics.Registry,
 		Logger:         log.WithName("ovirt"),
+		UserAgent:      userAgent,
 		Timeout:        opts.OVirtTimeout,
 		LookupCacheTTL: lookupTTL,
 	})
 	defer factory.Close()
 
+	concurrency := controllerOptions(opts)
 	// The ClusterCache reads kubeconfig Secrets of every cluster namespace: an uncached
 	// client does that without caching every Secret.
 	secretClient, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return fmt.Errorf("creating the Secret client: %w", err)
 	}
-	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient:     secretClient,
-		WatchFilterValue: opts.WatchFilter,
-		// The workload cluster's Nodes (the only kind read there) without managedFields.
-		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields()},
-		Client: clustercache.ClientOptions{UserAgent: UserAgent, QPS: opts.KubeAPIQPS, Burst: opts.KubeAPIBurst},
-	}, controller.Options{MaxConcurrentReconciles: 10})
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clusterCacheOptions(opts, secretClient, userAgent), concurrency[clusterCacheController])
 	if err != nil {
 		return fmt.Errorf("setting up the ClusterCache: %w", err)
 	}
@@ -135,11 +107,11 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	if err := (&controllers.OVirtProviderReconciler{
 		Client: mgr.GetClient(), Connector: connector, Recorder: mgr.GetEventRecorder("ovirtprovider-controller"),
 		CheckInterval: opts.ProviderCheckInterval, WatchFilterValue: opts.WatchFilter,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+	}).SetupWithManager(ctx, mgr, concurrency[providerController]); err != nil {
 		return fmt.Errorf("setting up the OVirtProvider controller: %w", err)
 	}
 	if err := (&controllers.OVirtClusterReconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).
-		SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		SetupWithManager(ctx, mgr, concurrency[clusterController]); err != nil {
 		return fmt.Errorf("setting up the OVirtCluster controller: %w", err)
 	}
 	intervals := controllers.DefaultIntervals()
@@ -153,11 +125,11 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector, ClusterCache: clusterCache,
 		Recorder: mgr.GetEventRecorder("ovirtmachine-controller"), Gates: gates, Intervals: intervals,
 		WatchFilterValue: opts.WatchFilter,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}); err != nil {
+	}).SetupWithManager(ctx, mgr, concurrency[machineController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachine controller: %w", err)
 	}
 	if err := (&controllers.OVirtMachineTemplateReconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).
-		SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		SetupWithManager(ctx, mgr, concurrency[machineTemplateController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachineTemplate controller: %w", err)
 	}
 
@@ -168,10 +140,84 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
 	log.Info("Starting the CAPOV manager", "credentialsNamespace", opts.CredentialsNamespace,
-		"namespace", opts.Namespace, "leaderElect", opts.LeaderElect, "maxConcurrentReconciles", opts.MaxConcurrentReconciles)
+		"namespace", opts.Namespace, "leaderElect", opts.LeaderElect, "maxConcurrentReconciles", opts.MaxConcurrentReconciles,
+		"reconcileTimeout", opts.ReconcileTimeout, "userAgent", userAgent)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	log.Info("Manager stopped")
 	return nil
+}
+
+// managerOptions are the controller-runtime manager options the flags select. Every controller
+// inherits Controller's settings: panics are recovered and each reconcile's context ends after
+// --reconcile-timeout.
+func managerOptions(opts *Options, scheme *runtime.Scheme, log logr.Logger) (ctrl.Options, error) {
+	metrics, err := opts.MetricsServer()
+	if err != nil {
+		return ctrl.Options{}, err
+	}
+	cacheOpts := cache.Options{
+		SyncPeriod: &opts.SyncPeriod,
+		// managedFields are never read and are a large part of every cached object (memory at
+		// 1,000 machines, see docs/benchmarks.md).
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			// Only the credentials Secrets are cached; bootstrap data is read directly, and
+			// caching every Secret of a management cluster costs memory for nothing.
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.CredentialsNamespace: {}}},
+		},
+	}
+	if opts.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
+	}
+	return ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(opts.LeaseDuration),
+		RenewDeadline:                 ptr.To(opts.RenewDeadline),
+		RetryPeriod:                   ptr.To(opts.RetryPeriod),
+		GracefulShutdownTimeout:       ptr.To(opts.GracefulShutdownTimeout),
+		Controller:                    config.Controller{RecoverPanic: ptr.To(true), ReconciliationTimeout: opts.ReconcileTimeout},
+		Logger:                        log,
+	}, nil
+}
+
+// The controllers, by their names in metrics and logs.
+const (
+	providerController        = "ovirtprovider"
+	clusterController         = "ovirtcluster"
+	machineController         = "ovirtmachine"
+	machineTemplateController = "ovirtmachinetemplate"
+	clusterCacheController    = "clustercache"
+)
+
+// controllerOptions are each controller's options: its workers. The reconcile timeout and panic
+// recovery come from the manager's defaults (managerOptions).
+func controllerOptions(opts *Options) map[string]controller.Options {
+	return map[string]controller.Options{
+		providerController:        {MaxConcurrentReconciles: opts.ProviderConcurrency},
+		clusterController:         {MaxConcurrentReconciles: opts.ClusterConcurrency},
+		machineController:         {MaxConcurrentReconciles: opts.MaxConcurrentReconciles},
+		machineTemplateController: {MaxConcurrentReconciles: opts.MachineTemplateConcurrency},
+		clusterCacheController:    {MaxConcurrentReconciles: opts.ClusterCacheConcurrency},
+	}
+}
+
+// clusterCacheOptions are the ClusterCache's options: its clients to the workload clusters
+// identify as the manager and have their own limits (--clustercache-client-qps/burst).
+func clusterCacheOptions(opts *Options, secretClient client.Client, userAgent string) clustercache.Options {
+	return clustercache.Options{
+		SecretClient:     secretClient,
+		WatchFilterValue: opts.WatchFilter,
+		// The workload cluster's Nodes (the only kind read there) without managedFields.
+		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields()},
+		Client: clustercache.ClientOptions{UserAgent: userAgent, QPS: opts.ClusterCacheClientQPS, Burst: opts.ClusterCacheClientBurst},
+	}
 }

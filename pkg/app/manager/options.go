@@ -24,6 +24,15 @@ type Options struct {
 
 	// MaxConcurrentReconciles is the number of OVirtMachines reconciled at once.
 	MaxConcurrentReconciles int
+	// ProviderConcurrency, ClusterConcurrency, MachineTemplateConcurrency and
+	// ClusterCacheConcurrency are the workers of the other controllers.
+	ProviderConcurrency, ClusterConcurrency, MachineTemplateConcurrency, ClusterCacheConcurrency int
+	// ReconcileTimeout bounds every reconcile of every controller (its context is cancelled).
+	ReconcileTimeout time.Duration
+	// ClusterCacheClientQPS and ClusterCacheClientBurst bound the requests to each workload
+	// cluster's API server.
+	ClusterCacheClientQPS   float32
+	ClusterCacheClientBurst int
 	// Namespace limits the watch to one namespace (clusterctl contract); empty watches all.
 	Namespace string
 	// WatchFilter only reconciles objects whose cluster.x-k8s.io/watch-filter label has this value.
@@ -75,6 +84,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew the lease before giving up leadership.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "Interval between leader-election attempts.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "Number of OVirtMachines reconciled in parallel.")
+	fs.IntVar(&o.ProviderConcurrency, "ovirtprovider-concurrency", 2, "Number of OVirtProviders reconciled in parallel.")
+	fs.IntVar(&o.ClusterConcurrency, "ovirtcluster-concurrency", 2, "Number of OVirtClusters reconciled in parallel.")
+	fs.IntVar(&o.MachineTemplateConcurrency, "ovirtmachinetemplate-concurrency", 1, "Number of OVirtMachineTemplates reconciled in parallel.")
+	fs.IntVar(&o.ClusterCacheConcurrency, "clustercache-concurrency", 10, "Number of workload clusters whose connection the ClusterCache checks in parallel.")
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", time.Minute, "Timeout of every reconcile of every controller: its context is cancelled after this long, so that nothing can hang a worker (the default is Cluster API's). Each oVirt call is also bounded by --ovirt-timeout.")
+	fs.Float32Var(&o.ClusterCacheClientQPS, "clustercache-client-qps", 20, "Maximum queries per second from the ClusterCache clients to the API server of each workload cluster.")
+	fs.IntVar(&o.ClusterCacheClientBurst, "clustercache-client-burst", 30, "Maximum burst of queries from the ClusterCache clients to the API server of each workload cluster.")
 	fs.StringVar(&o.Namespace, "namespace", "", "Only watch this namespace (default: all namespaces).")
 	fs.StringVar(&o.WatchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value> (default: all).")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "Interval at which every watched object is reconciled again; bounds how stale the status of a Ready machine can be.")
@@ -105,6 +121,12 @@ func (o *Options) Validate() error {
 		msg string
 	}{
 		{o.MaxConcurrentReconciles >= 1, "--max-concurrent-reconciles must be at least 1"},
+		{o.ProviderConcurrency >= 1, "--ovirtprovider-concurrency must be at least 1"},
+		{o.ClusterConcurrency >= 1, "--ovirtcluster-concurrency must be at least 1"},
+		{o.MachineTemplateConcurrency >= 1, "--ovirtmachinetemplate-concurrency must be at least 1"},
+		{o.ClusterCacheConcurrency >= 1, "--clustercache-concurrency must be at least 1"},
+		{o.ReconcileTimeout > 0, "--reconcile-timeout must be positive"},
+		{o.ClusterCacheClientQPS > 0 && o.ClusterCacheClientBurst >= 1, "--clustercache-client-qps must be positive and --clustercache-client-burst at least 1"},
 		{o.SyncPeriod > 0, "--sync-period must be positive"},
 		{o.ProviderCheckInterval > 0, "--provider-check-interval must be positive"},
 		{o.VMPollInterval > 0, "--vm-poll-interval must be positive"},

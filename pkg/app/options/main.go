@@ -2,7 +2,6 @@ package options
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +9,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/capov/capov/pkg/version"
 )
 
 // Binary describes one of the CAPOV binaries for Main.
@@ -32,7 +34,7 @@ type Binary struct {
 
 // Main parses args (without the program name), sets up logging and the management cluster
 // configuration, and runs b until SIGINT/SIGTERM. It returns the process exit code: 0 on a clean
-// stop or --help, 2 for bad flags, 1 for a failure.
+// stop, --help or --version, 2 for bad flags, 1 for a failure.
 func Main(b Binary, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(b.Name, pflag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -47,12 +49,22 @@ func Main(b Binary, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", b.Name, err)
 		return 2
 	}
+	if b.Common.ShowVersion {
+		fmt.Fprintf(stdout, "%s %s\n", b.Name, version.Get())
+		return 0
+	}
 	if err := b.Validate(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", b.Name, err)
 		return 2
 	}
-	log := b.Common.NewLogger(stderr)
-	ctrl.SetLogger(log)
+	log, err := b.Common.SetUpLogging(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", b.Name, err)
+		return 1
+	}
+	defer klog.Flush()
+	v := version.Get()
+	log.Info("Starting "+b.Name, "version", v.GitVersion, "gitCommit", v.GitCommit, "buildDate", v.BuildDate, "goVersion", v.GoVersion)
 	cfg, err := b.Common.LoadRestConfig()
 	if err != nil {
 		log.Error(err, "Loading the kubeconfig")
@@ -66,19 +78,16 @@ func Main(b Binary, args []string, stdout, stderr io.Writer) int {
 }
 
 // MetricsServer returns the metrics server options of --metrics-bind-address: HTTPS with
-// Kubernetes authentication and authorization, or disabled with "0".
-func (c *Common) MetricsServer() metricsserver.Options {
-	opts := metricsserver.Options{BindAddress: c.MetricsBindAddress, TLSOpts: []func(*tls.Config){HardenTLS}}
+// Kubernetes authentication and authorization and the --tls-* settings, or disabled with "0".
+func (c *Common) MetricsServer() (metricsserver.Options, error) {
+	tlsOpts, err := c.TLSOptions()
+	if err != nil {
+		return metricsserver.Options{}, err
+	}
+	opts := metricsserver.Options{BindAddress: c.MetricsBindAddress, TLSOpts: tlsOpts}
 	if c.MetricsBindAddress != "0" {
 		opts.SecureServing = true
 		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	return opts
-}
-
-// HardenTLS requires TLS 1.2 and disables HTTP/2 (CVE-2023-44487 "rapid reset" and
-// CVE-2023-39325) on the servers of both binaries.
-func HardenTLS(c *tls.Config) {
-	c.MinVersion = tls.VersionTLS12
-	c.NextProtos = []string{"http/1.1"}
+	return opts, nil
 }

@@ -26,7 +26,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -140,6 +139,8 @@ func startSuite(ctx context.Context) error {
 		"--health-probe-bind-address=" + suite.healthAddr,
 		// disk-clone stays off (its default); the unknown gate must be logged and ignored.
 		"--feature-gates=disk-add-vm-name=true,disk-magic=true",
+		// TestTLSFlags checks that both servers refuse TLS 1.2.
+		"--tls-min-version=VersionTLS13",
 		// Debug logs every admission request. The admission load test, which measures the
 		// production level, is the benchmark's (test/webhookload, make bench).
 		"--debug",
@@ -154,8 +155,10 @@ func startSuite(ctx context.Context) error {
 	if os.Getenv("CAPOV_TEST_LOG") == "stream" {
 		sink = io.MultiWriter(suite.logs, os.Stderr)
 	}
-	log := opts.NewLogger(sink)
-	ctrl.SetLogger(log)
+	log, err := opts.SetUpLogging(sink)
+	if err != nil {
+		return err
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +128,11 @@ func TestMainFlags(t *testing.T) {
 		{"a port out of range exits 2", []string{"--webhook-port=70000"}, 2, "--webhook-port: 70000 is not a TCP port"},
 		{"an empty cert dir exits 2", []string{"--cert-dir="}, 2, "--cert-dir must not be empty"},
 		{"a stray argument exits 2", []string{"extra"}, 2, "unexpected arguments: extra"},
+		{"--version prints the version and exits 0", []string{"--version"}, 0, "webhook v0.0.0-dev (commit unknown, built unknown"},
+		{"an unknown logging format exits 2", []string{"--logging-format=xml"}, 2, `Unsupported log format`},
+		{"the --log-format alias is checked the same way", []string{"--log-format=xml"}, 2, `Unsupported log format`},
+		{"an unknown TLS version exits 2", []string{"--tls-min-version=VersionTLS99"}, 2, "--tls-min-version"},
+		{"an unknown cipher suite exits 2", []string{"--tls-cipher-suites=TLS_NOPE"}, 2, "TLS_NOPE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +144,48 @@ func TestMainFlags(t *testing.T) {
 	}
 	var stdout bytes.Buffer
 	Main([]string{"--help"}, &stdout, io.Discard)
-	for _, flag := range []string{"--cert-dir", "--metrics-bind-address", "--health-probe-bind-address", "--feature-gates", "--debug", "--kube-api-qps", "--kube-api-burst"} {
+	for _, flag := range []string{"--cert-dir", "--metrics-bind-address", "--health-probe-bind-address", "--feature-gates", "--debug", "--kube-api-qps", "--kube-api-burst",
+		"--logging-format", "--log-format", "--v", "--vmodule", "--tls-min-version", "--tls-cipher-suites", "--version"} {
 		NewWithT(t).Expect(strings.Contains(stdout.String(), flag)).To(BeTrue(), flag)
 	}
+}
+
+// TestTLSFlags: the suite runs the server with --tls-min-version=VersionTLS13. Both HTTPS
+// servers refuse TLS 1.2 and never negotiate HTTP/2.
+func TestTLSFlags(t *testing.T) {
+	for _, addr := range map[string]string{"admission": suite.webhookAddr, "metrics": suite.metricsAddr} {
+		t.Run(addr, func(t *testing.T) {
+			g := NewWithT(t)
+			dial := func(maxVersion uint16) (*tls.Conn, error) {
+				return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, &tls.Config{
+					InsecureSkipVerify: true, //nolint:gosec // only the handshake parameters are checked
+					MaxVersion:         maxVersion,
+					NextProtos:         []string{"h2", "http/1.1"},
+				})
+			}
+			_, err := dial(tls.VersionTLS12)
+			g.Expect(err).To(HaveOccurred(), "TLS 1.2 is below --tls-min-version")
+			conn, err := dial(tls.VersionTLS13)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer conn.Close()
+			g.Expect(conn.ConnectionState().Version).To(Equal(uint16(tls.VersionTLS13)))
+			g.Expect(conn.ConnectionState().NegotiatedProtocol).NotTo(Equal("h2"), "HTTP/2 is off")
+		})
+	}
+}
+
+// TestLogsAreKlogText: the server logs through component-base's klog text format, and so do
+// controller-runtime and client-go (one format in the whole log).
+func TestLogsAreKlogText(t *testing.T) {
+	g := NewWithT(t)
+	klogLine := regexp.MustCompile(`^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\s+\d+ [^ ]+:\d+\] `)
+	lines := strings.Split(strings.TrimSpace(suite.logs.String()), "\n")
+	g.Expect(len(lines)).To(BeNumerically(">", 10))
+	for _, l := range lines {
+		if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, " >") || l == "" {
+			continue // continuation of a multi-line value
+		}
+		g.Expect(l).To(MatchRegexp(klogLine.String()))
+	}
+	g.Expect(suite.logs.String()).To(ContainSubstring(`"Starting the CAPOV webhook server"`))
 }

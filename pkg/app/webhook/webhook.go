@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +23,9 @@ import (
 	"github.com/capov/capov/pkg/webhooks"
 )
 
-// UserAgent identifies the webhook server to the API server.
-const UserAgent = "capov-webhook"
+// Component names the webhook server in its User-Agent to the API server, and so in
+// managedFields.
+const Component = "capov-webhook"
 
 // cacheSyncCheckTimeout bounds one readiness probe's wait for the OVirtProvider cache.
 const cacheSyncCheckTimeout = time.Second
@@ -60,7 +60,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.Logger) error {
 	ctx = ctrl.LoggerInto(ctx, log)
 	gates := opts.ResolveFeatureGates(log)
-	cfg := opts.RestConfig(restConfig, UserAgent)
+	cfg := opts.RestConfig(restConfig, options.UserAgent(Component), log)
+	metrics, err := opts.MetricsServer()
+	if err != nil {
+		return err
+	}
+	tlsOpts, err := opts.TLSOptions()
+	if err != nil {
+		return err
+	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(),
@@ -70,7 +78,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			// so the webhook never lists Secrets or anything else by accident.
 			ReaderFailOnMissingInformer: true,
 		},
-		Metrics:                opts.MetricsServer(),
+		Metrics:                metrics,
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 		LeaderElection:         false,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
@@ -81,7 +89,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			// Without GetCertificate in TLSOpts the server reads the files through
 			// controller-runtime's certwatcher, which reloads them when cert-manager
 			// rotates the Secret (fsnotify, plus a poll every 10 s for symlink swaps).
-			TLSOpts: []func(*tls.Config){options.HardenTLS},
+			TLSOpts: tlsOpts,
 		}),
 		Logger: log,
 	})
@@ -113,7 +121,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return fmt.Errorf("adding the cache readiness check: %w", err)
 	}
 
-	log.Info("Starting the CAPOV webhook server", "port", opts.Port, "certDir", opts.CertDir,
+	log.Info("Starting the CAPOV webhook server", "port", opts.Port, "certDir", opts.CertDir, "tlsMinVersion", opts.TLSMinVersion,
 		"metricsBindAddress", opts.MetricsBindAddress, "healthProbeBindAddress", opts.HealthProbeBindAddress)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the webhook server: %w", err)

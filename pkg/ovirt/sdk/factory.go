@@ -74,6 +74,10 @@ type Options struct {
 	// FindVnicProfile results are reused; 0 means DefaultLookupCacheTTL, a
 	// negative value disables the cache.
 	LookupCacheTTL time.Duration
+	// UserAgent names CAPOV to the engine (its access log and audit), e.g.
+	// "capov-manager/v0.4.0 (linux/amd64) capov/1a2b3c4"; the SDK's own
+	// "GoSDK/<version>" is appended. Empty leaves the SDK's alone.
+	UserAgent string
 
 	// now is the clock for the breaker and the lookup cache (tests).
 	now func() time.Time
@@ -313,4 +317,16 @@ func validate(cfg ovirt.Config) (ovirt.Config, *tls.Config, error) {
 		// RootCAs nil: crypto/tls uses the system pool.
 	}
 	return cfg, tlsConfig, nil
+}
+
+// headers are the custom headers of every connection: the User-Agent. The SDK adds custom
+// headers to each API request before its own "GoSDK/<version>", and net/http sends the first
+// User-Agent value, so ours wins. The SSO token requests (one per login) are built without
+// custom headers, and the SDK creates its own http.Transport (no client or RoundTripper can be
+// injected), so those still say "GoSDK/<version>".
+func (f *Factory) headers() map[string]string {
+	if f.opts.UserAgent == "" {
+		return nil
+	}
+	return map[string]string{"User-Agent": f.opts.UserAgent + " GoSDK/" + ovirtsdk.SDK_VERSION}
 }

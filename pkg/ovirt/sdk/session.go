@@ -173,6 +173,7 @@ func (s *session) login(a *loginAttempt) {
 		Password(s.cfg.Credentials.Password).
 		TLSConfig(s.tlsConfig.Clone()).
 		Timeout(s.f.opts.Timeout).
+		Headers(s.f.headers()).
 		Build()
 	if err == nil {
 		_, err = exec(ctx, s, "Login", conn, func(c *ovirtsdk.Connection) (struct{}, error) {

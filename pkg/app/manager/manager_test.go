@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
+	"k8s.io/utils/ptr"
+)
+
+func parseFlags(t *testing.T, args ...string) *Options {
+	t.Helper()
+	opts := NewOptions()
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
+func TestMainFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{"help prints the flags and exits 0", []string{"--help"}, 0, "--ovirtprovider-concurrency int"},
+		{"--version prints the version and exits 0", []string{"--version"}, 0, "manager v0.0.0-dev (commit unknown, built unknown"},
+		{"a zero provider concurrency exits 2", []string{"--ovirtprovider-concurrency=0"}, 2, "--ovirtprovider-concurrency must be at least 1"},
+		{"a zero cluster concurrency exits 2", []string{"--ovirtcluster-concurrency=0"}, 2, "--ovirtcluster-concurrency must be at least 1"},
+		{"a zero template concurrency exits 2", []string{"--ovirtmachinetemplate-concurrency=0"}, 2, "--ovirtmachinetemplate-concurrency must be at least 1"},
+		{"a zero ClusterCache concurrency exits 2", []string{"--clustercache-concurrency=0"}, 2, "--clustercache-concurrency must be at least 1"},
+		{"a zero reconcile timeout exits 2", []string{"--reconcile-timeout=0"}, 2, "--reconcile-timeout must be positive"},
+		{"a zero workload-cluster QPS exits 2", []string{"--clustercache-client-qps=0"}, 2, "--clustercache-client-qps must be positive"},
+		{"an unknown TLS version exits 2", []string{"--tls-min-version=VersionTLS99"}, 2, "--tls-min-version"},
+		{"an unknown logging format exits 2", []string{"--logging-format=xml"}, 2, "Unsupported log format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var stdout, stderr bytes.Buffer
+			g.Expect(Main(tt.args, &stdout, &stderr)).To(Equal(tt.wantCode))
+			g.Expect(stdout.String() + stderr.String()).To(ContainSubstring(tt.wantOut))
+		})
+	}
+}
+
+func TestControllerConcurrency(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want map[string]int
+	}{
+		{"the defaults", nil, map[string]int{
+			providerController: 2, clusterController: 2, machineController: 10, machineTemplateController: 1, clusterCacheController: 10,
+		}},
+		{"each controller has its flag", []string{
+			"--ovirtprovider-concurrency=3", "--ovirtcluster-concurrency=4", "--max-concurrent-reconciles=25",
+			"--ovirtmachinetemplate-concurrency=5", "--clustercache-concurrency=6",
+		}, map[string]int{
+			providerController: 3, clusterController: 4, machineController: 25, machineTemplateController: 5, clusterCacheController: 6,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := map[string]int{}
+			for name, o := range controllerOptions(parseFlags(t, tt.args...)) {
+				got[name] = o.MaxConcurrentReconciles
+				g.Expect(o.ReconciliationTimeout).To(BeZero(), "%s inherits the manager's timeout", name)
+			}
+			g.Expect(got).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestManagerOptions(t *testing.T) {
+	tests := []struct {
+		name           string
+		args           []string
+		wantTimeout    time.Duration
+		wantMinVersion uint16
+		wantSuites     []uint16
+	}{
+		{"Cluster API's defaults: a one-minute reconcile timeout, TLS 1.2", nil, time.Minute, tls.VersionTLS12, nil},
+		{"the flags", []string{"--reconcile-timeout=90s", "--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
+			90 * time.Second, tls.VersionTLS13, []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o, err := managerOptions(parseFlags(t, tt.args...), NewScheme(), logr.Discard())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(o.Controller.ReconciliationTimeout).To(Equal(tt.wantTimeout))
+			g.Expect(o.Controller.RecoverPanic).To(Equal(ptr.To(true)))
+			g.Expect(o.Metrics.SecureServing).To(BeTrue())
+			cfg := &tls.Config{}
+			for _, f := range o.Metrics.TLSOpts {
+				f(cfg)
+			}
+			g.Expect(cfg.MinVersion).To(Equal(tt.wantMinVersion))
+			g.Expect(cfg.CipherSuites).To(Equal(tt.wantSuites))
+			g.Expect(cfg.NextProtos).To(Equal([]string{"http/1.1"}), "HTTP/2 is off")
+		})
+	}
+}
+
+func TestClusterCacheClients(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		wantQPS   float32
+		wantBurst int
+	}{
+		{"Cluster API's defaults", nil, 20, 30},
+		{"the flags", []string{"--clustercache-client-qps=50", "--clustercache-client-burst=80", "--kube-api-qps=5"}, 50, 80},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o := clusterCacheOptions(parseFlags(t, tt.args...), nil, "capov-manager/v1.2.3 (linux/amd64) capov/1a2b3c4")
+			g.Expect(o.Client.QPS).To(Equal(tt.wantQPS))
+			g.Expect(o.Client.Burst).To(Equal(tt.wantBurst))
+			g.Expect(o.Client.UserAgent).To(Equal("capov-manager/v1.2.3 (linux/amd64) capov/1a2b3c4"))
+		})
+	}
+}
