@@ -64,36 +64,53 @@ func TestAlertsAndDashboardUseMetricsTheBinariesExport(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = mgr.Stop(30 * time.Second) })
 
-	exported := map[string]bool{}
+	exported := map[string]map[string]bool{} // metric -> its label names
 	g.Eventually(func(g Gomega) {
 		names, err := scrape(ctx, managerAddr, token)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(names).To(HaveKey("capov_ovirt_requests_total"), "the provider has not been reconciled yet")
 		g.Expect(names).To(HaveKey("leader_election_master_status"))
-		for n := range names {
-			exported[n] = true
-		}
+		exported = names
 	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string { return harness.Tail(mgr.Logs(), 30) })
 	webhookNames, err := scrape(ctx, stack.WebhookMetricsAddr, token)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(webhookNames).To(HaveKey("controller_runtime_webhook_requests_total"))
-	for n := range webhookNames {
-		exported[n] = true
+	for n, ls := range webhookNames {
+		if exported[n] == nil {
+			exported[n] = map[string]bool{}
+		}
+		for l := range ls {
+			exported[n][l] = true
+		}
 	}
 	ksm := ksmMetricNames(t)
 
 	r := mustRender(t, values(t, allMonitoring), apiServiceMonitor, apiPrometheusRule)
 	used := map[string][]string{} // metric -> where
+	exprs := map[string]string{}  // expression -> where
 	for alert, rule := range rulesByAlert(t, r) {
-		for _, n := range promqlMetricNames(rule.Expr.StrVal) {
-			used[n] = append(used[n], "alert "+alert)
-		}
+		exprs[rule.Expr.StrVal] = "alert " + alert
 	}
 	_, dashboard := dashboardOf(t, r)
 	for _, p := range dashboard.Panels {
 		for _, tg := range p.Targets {
-			for _, n := range promqlMetricNames(tg.Expr) {
-				used[n] = append(used[n], "panel "+p.Title)
+			exprs[tg.Expr] = "panel " + p.Title
+		}
+	}
+	for expr, where := range exprs {
+		metrics := promqlMetricNames(expr)
+		for _, n := range metrics {
+			used[n] = append(used[n], where)
+		}
+		// Every label the expression matches or groups by is one of its metrics' labels (or a
+		// label Prometheus adds to every target).
+		for _, l := range promqlLabelNames(expr) {
+			found := targetLabels[l]
+			for _, n := range metrics {
+				found = found || exported[n][l] || ksm[n][l] || plannedMetrics[n] != ""
+			}
+			if !found {
+				t.Errorf("%s: label %q is a label of none of %v", where, l, metrics)
 			}
 		}
 	}
@@ -111,7 +128,7 @@ func TestAlertsAndDashboardUseMetricsTheBinariesExport(t *testing.T) {
 
 	for name, where := range used {
 		switch {
-		case exported[name], ksm[name]:
+		case exported[name] != nil, ksm[name] != nil:
 		case plannedMetrics[name] != "":
 			g.Expect(exported).NotTo(HaveKey(name), "%s is exported now: review the default of %s", name, plannedMetrics[name])
 		default:
@@ -141,9 +158,12 @@ func TestAlertsAndDashboardUseMetricsTheBinariesExport(t *testing.T) {
 	}
 }
 
+// targetLabels are the labels Prometheus adds to every series of a ServiceMonitor target.
+var targetLabels = map[string]bool{"job": true, "instance": true, "namespace": true, "pod": true, "service": true, "endpoint": true, "container": true}
+
 // scrape GETs /metrics over HTTPS with a bearer token and returns the sample names (histogram
-// series as <name>_bucket, _sum, _count), as Prometheus stores them.
-func scrape(ctx context.Context, addr, token string) (map[string]bool, error) {
+// series as <name>_bucket, _sum, _count), as Prometheus stores them, with their label names.
+func scrape(ctx context.Context, addr, token string) (map[string]map[string]bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -161,7 +181,7 @@ func scrape(ctx context.Context, addr, token string) (map[string]bool, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	names := map[string]bool{}
+	names := map[string]map[string]bool{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -169,14 +189,27 @@ func scrape(ctx context.Context, addr, token string) (map[string]bool, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			names[line[:i]] = true
+		i := strings.IndexAny(line, "{ ")
+		if i <= 0 {
+			continue
+		}
+		ls := names[line[:i]]
+		if ls == nil {
+			ls = map[string]bool{}
+			names[line[:i]] = ls
+		}
+		if line[i] == '{' {
+			for _, m := range sampleLabel.FindAllStringSubmatch(line[i:], -1) {
+				ls[m[1]] = true
+			}
 		}
 	}
 	return names, sc.Err()
 }
 
 var (
+	sampleLabel    = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)="(?:[^"\\]|\\.)*"`)
+	promqlMatcher  = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)`)
 	promqlStrings  = regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.)*\"|'(?:[^'\\\\]|\\\\.)*'|`[^`]*`")
 	promqlMatchers = regexp.MustCompile(`\{[^{}]*\}|\[[^\[\]]*\]`)
 	promqlGrouping = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)`)
@@ -211,6 +244,38 @@ func promqlMetricNames(expr string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// promqlLabelNames returns the label names an expression matches on (in selectors) or groups
+// by (by, without, on, ignoring, group_left, group_right).
+func promqlLabelNames(expr string) []string {
+	s := promqlStrings.ReplaceAllString(expr, `""`)
+	seen := map[string]bool{}
+	for _, sel := range regexp.MustCompile(`\{[^{}]*\}`).FindAllString(s, -1) {
+		for _, m := range promqlMatcher.FindAllStringSubmatch(sel, -1) {
+			seen[m[1]] = true
+		}
+	}
+	for _, grp := range promqlGrouping.FindAllString(s, -1) {
+		inner := grp[strings.Index(grp, "(")+1 : len(grp)-1]
+		for _, l := range strings.Split(inner, ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				seen[l] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for l := range seen {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPromQLLabelNames(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(promqlLabelNames(`sum by (provider, code) (rate(capov_ovirt_requests_total{job=~"$job",code!~"2xx|a,b"}[5m])) / on(provider) group_left() x`)).
+		To(Equal([]string{"code", "job", "provider"}))
 }
 
 func TestPromQLMetricNames(t *testing.T) {

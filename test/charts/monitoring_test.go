@@ -171,9 +171,9 @@ type ksmConfig struct {
 }
 
 // ksmMetricNames renders the kube-state-metrics configuration and returns the metric names
-// kube-state-metrics derives from it (<prefix>_<name>), after checking every path against the
-// CRD schemas of config/crd/bases.
-func ksmMetricNames(t *testing.T) map[string]bool {
+// kube-state-metrics derives from it (<prefix>_<name>) with their label names, after checking
+// every path against the CRD schemas of config/crd/bases.
+func ksmMetricNames(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	g := NewWithT(t)
 	r := mustRender(t, values(t, `metrics: {kubeStateMetrics: {enabled: true}}`))
@@ -184,7 +184,7 @@ func ksmMetricNames(t *testing.T) map[string]bool {
 	g.Expect(cfg.Kind).To(Equal("CustomResourceStateMetrics"))
 
 	schemas := crdSchemas(t)
-	names := map[string]bool{}
+	names := map[string]map[string]bool{}
 	kinds := map[string]bool{}
 	for _, res := range cfg.Spec.Resources {
 		gvk := res.GroupVersionKind
@@ -200,7 +200,11 @@ func ksmMetricNames(t *testing.T) map[string]bool {
 		for _, m := range res.Metrics {
 			name := res.MetricNamePrefix + "_" + m.Name
 			g.Expect(names).NotTo(HaveKey(name))
-			names[name] = true
+			labelSet := map[string]bool{}
+			for l := range res.LabelsFromPath {
+				labelSet[l] = true
+			}
+			names[name] = labelSet
 			g.Expect(m.Help).NotTo(BeEmpty(), name)
 			var path []string
 			var sub map[string][]string
@@ -216,6 +220,7 @@ func ksmMetricNames(t *testing.T) map[string]bool {
 				g.Expect(m.Each.StateSet).NotTo(BeNil(), name)
 				path, sub, valueFrom = m.Each.StateSet.Path, m.Each.StateSet.LabelsFromPath, m.Each.StateSet.ValueFrom
 				g.Expect(m.Each.StateSet.LabelName).NotTo(BeEmpty(), name)
+				labelSet[m.Each.StateSet.LabelName] = true
 				g.Expect(m.Each.StateSet.List).NotTo(BeEmpty(), name)
 			default:
 				t.Errorf("%s: unknown metric type %q", name, m.Each.Type)
@@ -223,6 +228,7 @@ func ksmMetricNames(t *testing.T) map[string]bool {
 			}
 			g.Expect(resolves(schema, path)).To(BeTrue(), "%s: path %v is not a field", name, path)
 			for label, p := range sub {
+				labelSet[label] = true
 				g.Expect(resolves(schema, append(append([]string{}, path...), p...))).To(BeTrue(),
 					"%s: label %s: %v under %v is not a field", name, label, p, path)
 			}
