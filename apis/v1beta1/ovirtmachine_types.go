@@ -230,10 +230,13 @@ type OVirtMachineStatus struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-ovirt"
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:printcolumn:name="Ready",type="boolean",JSONPath=".status.ready",description="VM running and Node registered"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster API Cluster"
+// +kubebuilder:printcolumn:name="oVirt State",type="string",JSONPath=".status.vmState",description="VM status in oVirt"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:printcolumn:name="VM ID",type="string",JSONPath=".status.vmID",priority=1,description="oVirt VM id"
 // +kubebuilder:printcolumn:name="VM Name",type="string",JSONPath=".status.vmName",priority=1,description="oVirt VM name"
 // +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1,description="Provider ID"
-// +kubebuilder:printcolumn:name="oVirt State",type="string",JSONPath=".status.vmState",priority=1,description="VM status in oVirt"
+// +kubebuilder:printcolumn:name="Node",type="string",JSONPath=".status.nodeName",priority=1,description="Workload cluster Node"
 
 // OVirtMachine is one virtual machine in oVirt. Cluster API creates it from an
 // OVirtMachineTemplate when a MachineDeployment or KubeadmControlPlane scales.

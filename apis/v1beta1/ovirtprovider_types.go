@@ -112,10 +112,10 @@ type OVirtProviderStatus struct {
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
 // +kubebuilder:printcolumn:name="Ready",type="boolean",JSONPath=".status.ready",description="Engine reachable with the configured credentials"
-// +kubebuilder:printcolumn:name="Engine",type="string",JSONPath=".spec.engine",priority=1,description="oVirt Engine API URL"
-// +kubebuilder:printcolumn:name="Version",type="string",JSONPath=".status.engineVersion",priority=1,description="oVirt Engine version"
-// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='CanConnectToOVirt')].reason",priority=1,description="Why the Engine cannot be used"
-// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",priority=1
+// +kubebuilder:printcolumn:name="Engine",type="string",JSONPath=".spec.engine",description="oVirt Engine API URL"
+// +kubebuilder:printcolumn:name="Version",type="string",JSONPath=".status.engineVersion",description="oVirt Engine version"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='CanConnectToOVirt')].reason",description="Why the Engine cannot be used"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
 // OVirtProvider stores the connection parameters of one oVirt Engine. It is cluster-scoped:
 // OVirtMachines of any namespace reference it by name in spec.provider.

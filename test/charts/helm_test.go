@@ -59,6 +59,12 @@ type rendered struct {
 // versions in .Capabilities (nothing else than the built-in ones is assumed to exist).
 func render(t *testing.T, chartName string, vals map[string]any, apiVersions ...string) (*rendered, error) {
 	t.Helper()
+	return renderOn(t, chartName, kubeVersion, vals, apiVersions...)
+}
+
+// renderOn renders like render, pretending the cluster runs Kubernetes version kv.
+func renderOn(t *testing.T, chartName, kv string, vals map[string]any, apiVersions ...string) (*rendered, error) {
+	t.Helper()
 	inst := action.NewInstall(&action.Configuration{})
 	inst.ClientOnly = true
 	inst.DryRun = true
@@ -68,11 +74,11 @@ func render(t *testing.T, chartName string, vals map[string]any, apiVersions ...
 		inst.ReleaseName = crdsRelease
 	}
 	inst.Namespace = namespace
-	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	parsed, err := chartutil.ParseKubeVersion(kv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst.KubeVersion = kv
+	inst.KubeVersion = parsed
 	inst.APIVersions = apiVersions
 	rel, err := inst.Run(loadChart(t, chartName), vals)
 	if err != nil {

@@ -172,11 +172,7 @@ func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 
 	// The operator namespace warns about anything short of the restricted Pod Security Standard.
 	g := NewWithT(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted",
-		"pod-security.kubernetes.io/warn":    "restricted",
-	}}}
-	g.Expect(c.Create(ctx, ns)).To(Succeed())
+	g.Expect(ensureOperatorNamespace(ctx, c)).To(Succeed())
 
 	var crdsRel, mainRel *release.Release
 
@@ -321,6 +317,19 @@ manager: {tag: "2.14.0"}
 	if !ok {
 		t.Log("stopped at the first failed step: the later steps depend on it")
 	}
+}
+
+// ensureOperatorNamespace creates the operator namespace, labelled to warn about and enforce
+// the restricted Pod Security Standard, unless another test already did.
+func ensureOperatorNamespace(ctx context.Context, c client.Client) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 func deploymentRef(name string) *unstructured.Unstructured {

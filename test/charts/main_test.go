@@ -3,7 +3,6 @@ package charts
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,12 +15,15 @@ import (
 	"github.com/capov/capov/test/envtest"
 )
 
-// Versions of modules that are not in go.mod but whose files the tests need.
-const (
-	// prometheusOperatorModule carries the ServiceMonitor CRD in
-	// example/prometheus-operator-crd/.
-	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
-)
+// monitoringAPIPackage holds the Prometheus Operator's monitoring.coreos.com/v1 types (a
+// requirement of go.mod, used for typed decoding too). The module ships no CRD files: the
+// tests generate the ServiceMonitor and PrometheusRule CRDs from these types with the pinned
+// controller-gen, so the schemas the API server enforces are those of the types the tests
+// decode with.
+const monitoringAPIPackage = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+// controllerGenVersion is the controller-gen the Makefile pins (CONTROLLER_GEN_VERSION).
+const controllerGenVersion = "v0.21.0"
 
 var (
 	// root is the repository root.
@@ -32,6 +34,9 @@ var (
 	envOnce sync.Once
 	env     *envtest.Environment
 	envErr  error
+
+	// tempDirs are removed by TestMain.
+	tempDirs []string
 )
 
 func TestMain(m *testing.M) {
@@ -42,6 +47,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, d := range tempDirs {
+		_ = os.RemoveAll(d)
+	}
 	if env != nil {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
@@ -51,28 +59,28 @@ func TestMain(m *testing.M) {
 }
 
 // startEnv returns the shared control plane: kube-apiserver and etcd with the Cluster API
-// core, kubeadm bootstrap and control-plane, cert-manager and ServiceMonitor CRDs, but without
-// the CAPOV CRDs, which the capov-crds chart installs.
+// core, kubeadm bootstrap and control-plane, cert-manager, ServiceMonitor and PrometheusRule
+// CRDs, but without the CAPOV CRDs, which the capov-crds chart installs.
 func startEnv(t *testing.T) *envtest.Environment {
 	t.Helper()
 	envOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		var smDir, capiDir string
-		if smDir, envErr = moduleDownloadDir(ctx, prometheusOperatorModule); envErr != nil {
+		var monitoringCRDs []string
+		if monitoringCRDs, envErr = generateMonitoringCRDs(ctx, "servicemonitors", "prometheusrules"); envErr != nil {
 			return
 		}
+		var capiDir string
 		if capiDir, envErr = envtest.ModuleDir(ctx, "sigs.k8s.io/cluster-api"); envErr != nil {
 			return
 		}
 		env, envErr = envtest.Start(ctx, envtest.Options{
 			WithoutOurCRDs:      true,
 			WithCertManagerCRDs: true,
-			ExtraCRDPaths: []string{
-				filepath.Join(smDir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml"),
+			ExtraCRDPaths: append(monitoringCRDs,
 				filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "crd", "bases"),
 				filepath.Join(capiDir, "controlplane", "kubeadm", "config", "crd", "bases"),
-			},
+			),
 		})
 	})
 	if envErr != nil {
@@ -81,29 +89,37 @@ func startEnv(t *testing.T) *envtest.Environment {
 	return env
 }
 
-// moduleDownloadDir downloads a module that is not in the build list through the module proxy
-// (or finds it in the module cache) and returns its directory.
-func moduleDownloadDir(ctx context.Context, moduleAtVersion string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", moduleAtVersion)
-	cmd.Dir = os.TempDir() // outside the workspace: the module is not ours to require
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+// generateMonitoringCRDs runs controller-gen on the monitoring.coreos.com/v1 types into a
+// temporary directory and returns the CRD files of the given plurals.
+func generateMonitoringCRDs(ctx context.Context, plurals ...string) ([]string, error) {
+	gen := filepath.Join(root, "bin", "tools", "controller-gen-"+controllerGenVersion)
+	if st, err := os.Stat(gen); err != nil || st.Mode()&0o111 == 0 {
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "go-install-tool.sh"), gen,
+			"sigs.k8s.io/controller-tools/cmd/controller-gen", controllerGenVersion)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building controller-gen: %w: %s", err, out)
+		}
+	}
+	dir, err := os.MkdirTemp("", "capov-monitoring-crds-")
 	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s%s", moduleAtVersion, err, out, stderr.String())
+		return nil, err
 	}
-	var info struct {
-		Dir   string
-		Error string
+	tempDirs = append(tempDirs, dir)
+	cmd := exec.CommandContext(ctx, gen, "crd", "paths="+monitoringAPIPackage, "output:crd:artifacts:config="+dir)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("controller-gen crd paths=%s: %w: %s", monitoringAPIPackage, err, out)
 	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
+	var files []string
+	for _, p := range plurals {
+		f := filepath.Join(dir, "monitoring.coreos.com_"+p+".yaml")
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("controller-gen did not write the %s CRD: %w", p, err)
+		}
+		files = append(files, f)
 	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", moduleAtVersion, info.Error)
-	}
-	return info.Dir, nil
+	return files, nil
 }
 
 // tool builds (once, cached in bin/tools) a CLI with one of the hack scripts and returns its

@@ -6,13 +6,13 @@ import (
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	. "github.com/onsi/gomega"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -393,51 +393,70 @@ func TestServiceMonitorIsRenderedOnlyWhenTheAPIIsServed(t *testing.T) {
 		g.Expect(r.find("ServiceMonitor", "capov-metrics-monitor")).To(BeNil())
 		g.Expect(r.notes).To(ContainSubstring("no ServiceMonitor was created"))
 	})
-	t.Run("present with the API: /metrics over HTTPS with the token", func(t *testing.T) {
+	t.Run("present with the API: /metrics over HTTPS with a service-account token from a Secret", func(t *testing.T) {
 		g := NewWithT(t)
 		r := mustRender(t, nil, apiServiceMonitor)
-		sm := r.find("ServiceMonitor", "capov-metrics-monitor")
-		g.Expect(sm).NotTo(BeNil())
+		sm := get[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor", "capov-metrics-monitor")
 		g.Expect(r.notes).NotTo(ContainSubstring("no ServiceMonitor"))
-		g.Expect(sm.GetNamespace()).To(Equal(namespace))
-		g.Expect(sm.GetLabels()).To(HaveKeyWithValue("release", "shturval-metrics"))
-		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-		g.Expect(endpoints).To(HaveLen(1))
-		ep := endpoints[0].(map[string]any)
-		g.Expect(ep).To(HaveKeyWithValue("port", "https"))
-		g.Expect(ep).To(HaveKeyWithValue("path", "/metrics"))
-		g.Expect(ep).To(HaveKeyWithValue("scheme", "https"))
-		g.Expect(ep).To(HaveKeyWithValue("bearerTokenFile", "/var/run/secrets/kubernetes.io/serviceaccount/token"))
-		g.Expect(ep).To(HaveKeyWithValue("tlsConfig", HaveKeyWithValue("insecureSkipVerify", true)))
+		g.Expect(sm.Namespace).To(Equal(namespace))
+		g.Expect(sm.Labels).To(HaveKeyWithValue("release", "shturval-metrics"))
+		g.Expect(sm.Spec.Endpoints).To(HaveLen(1))
+		ep := sm.Spec.Endpoints[0]
+		g.Expect(ep.Port).To(Equal("https"))
+		g.Expect(ep.Path).To(Equal("/metrics"))
+		g.Expect(ep.Scheme).To(HaveValue(BeEquivalentTo("https")))
+		//nolint:staticcheck // the deprecated field is what must be gone
+		g.Expect(ep.BearerTokenFile).To(BeEmpty(), "bearerTokenFile is deprecated by the Prometheus Operator")
+		g.Expect(ep.Authorization).NotTo(BeNil())
+		g.Expect(ep.Authorization.Type).To(Equal("Bearer"))
+		g.Expect(ep.Authorization.Credentials).NotTo(BeNil())
+		g.Expect(ep.Authorization.Credentials.Name).To(Equal("capov-metrics-scraper-token"))
+		g.Expect(ep.Authorization.Credentials.Key).To(Equal("token"))
+		g.Expect(ep.TLSConfig).NotTo(BeNil())
+		g.Expect(ep.TLSConfig.InsecureSkipVerify).To(HaveValue(BeTrue()), "self-signed until metrics.certificate.enabled")
+
+		// The token is that of a ServiceAccount allowed to get /metrics, in a Secret the token
+		// controller fills, in the ServiceMonitor's namespace.
+		tok := get[corev1.Secret](t, r, "Secret", "capov-metrics-scraper-token")
+		g.Expect(tok.Namespace).To(Equal(namespace))
+		g.Expect(tok.Type).To(Equal(corev1.SecretTypeServiceAccountToken))
+		g.Expect(tok.Annotations).To(HaveKeyWithValue(corev1.ServiceAccountNameKey, "capov-metrics-scraper"))
+		sa := get[corev1.ServiceAccount](t, r, "ServiceAccount", "capov-metrics-scraper")
+		g.Expect(sa.AutomountServiceAccountToken).To(HaveValue(BeFalse()))
+		b := get[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "capov-metrics-scraper")
+		g.Expect(b.RoleRef.Name).To(Equal("capov-metrics-reader"))
+		g.Expect(b.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "capov-metrics-scraper", Namespace: namespace}}))
 
 		// It selects the metrics Service, by that Service's port name, in the release namespace.
 		svc := get[corev1.Service](t, r, "Service", "capov-metrics-service")
-		matchLabels, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-		g.Expect(labels.SelectorFromSet(matchLabels).Matches(labels.Set(svc.Labels))).To(BeTrue())
+		g.Expect(labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(svc.Labels))).To(BeTrue())
 		g.Expect(svc.Spec.Ports[0].Name).To(Equal("https"))
-		names, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
-		g.Expect(names).To(Equal([]string{namespace}))
+		g.Expect(sm.Spec.NamespaceSelector.MatchNames).To(Equal([]string{namespace}))
+		g.Expect(r.find("ServiceMonitor", "capov-webhook-metrics-monitor")).To(BeNil(), "the webhook's metrics are opt-in")
 	})
 	t.Run("the release label is overridable", func(t *testing.T) {
 		g := NewWithT(t)
 		r := mustRender(t, values(t, `metrics: {serviceMonitor: {labels: {release: kube-prometheus-stack}}}`), apiServiceMonitor)
 		g.Expect(r.find("ServiceMonitor", "capov-metrics-monitor").GetLabels()).To(HaveKeyWithValue("release", "kube-prometheus-stack"))
 	})
-	t.Run("the endpoint can authorize from a Secret instead of a token file", func(t *testing.T) {
+	t.Run("an existing token Secret replaces the chart's scraper identity", func(t *testing.T) {
 		g := NewWithT(t)
-		r := mustRender(t, values(t, `
-metrics:
-  serviceMonitor:
-    bearerTokenFile: ""
-    endpointAdditionalProperties:
-      authorization: {credentials: {name: prometheus-token, key: token}}
-`), apiServiceMonitor)
-		endpoints, _, _ := unstructured.NestedSlice(r.find("ServiceMonitor", "capov-metrics-monitor").Object, "spec", "endpoints")
-		g.Expect(endpoints).To(HaveLen(1))
-		ep := endpoints[0].(map[string]any)
-		g.Expect(ep).NotTo(HaveKey("bearerTokenFile"))
-		g.Expect(ep).To(HaveKeyWithValue("authorization", HaveKeyWithValue("credentials", HaveKeyWithValue("name", "prometheus-token"))))
-		g.Expect(ep).To(HaveKeyWithValue("path", "/metrics"))
+		r := mustRender(t, values(t, `metrics: {serviceMonitor: {authorization: {credentials: {name: prometheus-token, key: token}}}}`), apiServiceMonitor)
+		sm := get[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor", "capov-metrics-monitor")
+		g.Expect(sm.Spec.Endpoints[0].Authorization.Credentials.Name).To(Equal("prometheus-token"))
+		g.Expect(r.find("Secret", "capov-metrics-scraper-token")).To(BeNil())
+		g.Expect(r.find("ServiceAccount", "capov-metrics-scraper")).To(BeNil())
+		g.Expect(r.find("ClusterRoleBinding", "capov-metrics-scraper")).To(BeNil())
+	})
+	t.Run("the deprecated bearerTokenFile still works when set", func(t *testing.T) {
+		g := NewWithT(t)
+		r := mustRender(t, values(t, `metrics: {serviceMonitor: {bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}`), apiServiceMonitor)
+		sm := get[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor", "capov-metrics-monitor")
+		ep := sm.Spec.Endpoints[0]
+		//nolint:staticcheck // the deprecated field, on request
+		g.Expect(ep.BearerTokenFile).To(Equal("/var/run/secrets/kubernetes.io/serviceaccount/token"))
+		g.Expect(ep.Authorization).To(BeNil(), "the Prometheus Operator refuses both at once")
+		g.Expect(r.find("Secret", "capov-metrics-scraper-token")).To(BeNil())
 	})
 	t.Run("disabled by value even with the API", func(t *testing.T) {
 		g := NewWithT(t)
@@ -502,6 +521,10 @@ func TestSchemaRejectsInvalidValues(t *testing.T) {
 		{"an unknown resources key", `resources: {limit: {memory: 1Gi}}`, "/resources"},
 		{"a webhook timeout above the API server's maximum", `webhook: {timeoutSeconds: 31}`, "/webhook/timeoutSeconds"},
 		{"a bad scrape interval", `metrics: {serviceMonitor: {interval: 30}}`, "/metrics/serviceMonitor/interval"},
+		{"a token Secret without a key", `metrics: {serviceMonitor: {authorization: {credentials: {name: prometheus-token}}}}`, "/metrics/serviceMonitor/authorization/credentials"},
+		{"an unknown monitoring option", `metrics: {prometheusRules: {enabled: true}}`, "/metrics"},
+		{"an error ratio above 1", `metrics: {prometheusRule: {engineErrorRatio: 5}}`, "/metrics/prometheusRule/engineErrorRatio"},
+		{"a network policy toggle as a string", `networkPolicy: {enabled: "yes"}`, "/networkPolicy/enabled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

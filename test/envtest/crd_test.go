@@ -55,9 +55,9 @@ func TestDiscoveryShowsShortNamesAndScopes(t *testing.T) {
 }
 
 // TestPrinterColumns asks the API server for a Table, as kubectl get does, and checks the
-// columns the product doc shows.
+// headers kubectl prints (it upper-cases the column names): the product doc's columns first,
+// then the ones of issue 17; -o wide adds the priority-1 columns.
 func TestPrinterColumns(t *testing.T) {
-	ctx := context.Background()
 	tests := []struct {
 		name        string
 		resource    string
@@ -65,9 +65,14 @@ func TestPrinterColumns(t *testing.T) {
 		wantDefault []string
 		wantWide    []string
 	}{
-		{"kubectl get capovp shows NAME READY", "ovirtproviders", false, []string{"Name", "Ready"}, []string{"Engine", "Version", "Reason", "Age"}},
-		{"kubectl get capovc shows the control-plane endpoint", "ovirtclusters", true, []string{"Name", "ControlPlane Endpoint", "Ready"}, []string{"Cluster", "Age"}},
-		{"kubectl get capovm shows NAME READY and -o wide the VM", "ovirtmachines", true, []string{"Name", "Ready"}, []string{"VM ID", "VM Name", "ProviderID", "oVirt State"}},
+		{"kubectl get capovp", "ovirtproviders", false,
+			[]string{"NAME", "READY", "ENGINE", "VERSION", "REASON", "AGE"}, nil},
+		{"kubectl get capovc", "ovirtclusters", true,
+			[]string{"NAME", "CONTROLPLANE ENDPOINT", "READY", "CLUSTER", "AGE"}, nil},
+		{"kubectl get capovm", "ovirtmachines", true,
+			[]string{"NAME", "READY", "CLUSTER", "OVIRT STATE", "AGE"}, []string{"VM ID", "VM NAME", "PROVIDERID", "NODE"}},
+		{"kubectl get capovmt", "ovirtmachinetemplates", true,
+			[]string{"NAME", "TEMPLATE", "PROVIDER", "AGE"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,26 +81,64 @@ func TestPrinterColumns(t *testing.T) {
 			if tt.namespaced {
 				path += "namespaces/default/"
 			}
-			path += tt.resource
-			rc, err := restClient(env)
-			g.Expect(err).NotTo(HaveOccurred())
-			table := &metav1.Table{}
-			err = rc.Get().AbsPath(path).
-				SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
-				Do(ctx).Into(table)
+			table, err := getTable(path + tt.resource)
 			g.Expect(err).NotTo(HaveOccurred())
 			var def, wide []string
 			for _, c := range table.ColumnDefinitions {
 				if c.Priority == 0 {
-					def = append(def, c.Name)
+					def = append(def, strings.ToUpper(c.Name))
 				} else {
-					wide = append(wide, c.Name)
+					wide = append(wide, strings.ToUpper(c.Name))
 				}
 			}
 			g.Expect(def).To(Equal(tt.wantDefault))
 			g.Expect(wide).To(Equal(tt.wantWide))
 		})
 	}
+}
+
+// TestMachineColumnsShowTheirFields checks that each OVirtMachine column reads the field it
+// is named after (a wrong JSONPath prints an empty cell, not an error).
+func TestMachineColumnsShowTheirFields(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	m := validMachine("columns")
+	m.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "prod-a"}
+	m.Spec.ProviderID = ptr.To("ovirt://0f6d3c1e")
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, m) })
+	m.Status = infrav1.OVirtMachineStatus{Ready: true, VMID: "0f6d3c1e", VMName: "columns-vm", VMState: "up", NodeName: "node-columns"}
+	g.Expect(env.Client.Status().Update(ctx, m)).To(Succeed())
+
+	table, err := getTable("/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/default/ovirtmachines/columns")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(table.Rows).To(HaveLen(1))
+	cells := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		cells[strings.ToUpper(c.Name)] = table.Rows[0].Cells[i]
+	}
+	g.Expect(cells).To(HaveKeyWithValue("NAME", "columns"))
+	g.Expect(cells).To(HaveKeyWithValue("READY", true))
+	g.Expect(cells).To(HaveKeyWithValue("CLUSTER", "prod-a"))
+	g.Expect(cells).To(HaveKeyWithValue("OVIRT STATE", "up"))
+	g.Expect(cells).To(HaveKeyWithValue("AGE", Not(BeEmpty())))
+	g.Expect(cells).To(HaveKeyWithValue("VM ID", "0f6d3c1e"))
+	g.Expect(cells).To(HaveKeyWithValue("VM NAME", "columns-vm"))
+	g.Expect(cells).To(HaveKeyWithValue("PROVIDERID", "ovirt://0f6d3c1e"))
+	g.Expect(cells).To(HaveKeyWithValue("NODE", "node-columns"))
+}
+
+// getTable GETs a path as a meta.k8s.io/v1 Table, the way kubectl get asks for it.
+func getTable(path string) (*metav1.Table, error) {
+	rc, err := restClient(env)
+	if err != nil {
+		return nil, err
+	}
+	table := &metav1.Table{}
+	err = rc.Get().AbsPath(path).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+		Do(context.Background()).Into(table)
+	return table, err
 }
 
 func validMachine(name string) *infrav1.OVirtMachine {

@@ -90,3 +90,99 @@ rules:
     resources:
       - {{ . }}
 {{- end }}
+
+{{/* Where both binaries read the metrics serving certificate (metrics.certificate.enabled). */}}
+{{- define "capov.metricsCertDir" -}}
+/tmp/k8s-metrics-server/metrics-certs
+{{- end }}
+
+{{/* Secret of the metrics serving certificate. */}}
+{{- define "capov.metricsCertSecret" -}}
+capov-metrics-server-cert
+{{- end }}
+
+{{/* issuerRef of the chart's certificates: certManager.issuerRef, else the self-signed Issuer. */}}
+{{- define "capov.issuerRef" -}}
+{{- if .Values.certManager.issuerRef -}}
+{{- toYaml .Values.certManager.issuerRef -}}
+{{- else -}}
+kind: Issuer
+name: capov-selfsigned-issuer
+{{- end -}}
+{{- end }}
+
+{{/*
+Whether the ServiceMonitors are rendered: the value, and the Prometheus Operator API served
+(offline rendering needs --api-versions monitoring.coreos.com/v1/ServiceMonitor). Returns
+"true" or "".
+*/}}
+{{- define "capov.serviceMonitors" -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+The scrape endpoint of a metrics Service. Arguments: (dict "ctx" $ "service" "<name>").
+Bearer token from a Secret (authorization) unless the deprecated bearerTokenFile is set; TLS
+verified against the metrics certificate's CA when metrics.certificate.enabled.
+*/}}
+{{- define "capov.scrapeEndpoint" -}}
+{{- $ctx := .ctx -}}
+{{- $sm := $ctx.Values.metrics.serviceMonitor -}}
+- port: https
+  path: /metrics
+  scheme: https
+  interval: {{ $sm.interval }}
+  scrapeTimeout: {{ $sm.scrapeTimeout }}
+  {{- if $sm.bearerTokenFile }}
+  bearerTokenFile: {{ $sm.bearerTokenFile }}
+  {{- else }}
+  authorization:
+    type: Bearer
+    credentials:
+      {{- if $sm.authorization.credentials }}
+      {{- toYaml $sm.authorization.credentials | nindent 6 }}
+      {{- else }}
+      name: capov-metrics-scraper-token
+      key: token
+      {{- end }}
+  {{- end }}
+  {{- if $ctx.Values.metrics.certificate.enabled }}
+  tlsConfig:
+    ca:
+      secret:
+        name: {{ include "capov.metricsCertSecret" $ctx }}
+        key: ca.crt
+    serverName: {{ printf "%s.%s.svc" .service $ctx.Release.Namespace }}
+  {{- else }}
+  {{- with $sm.tlsConfig }}
+  tlsConfig:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- end }}
+  {{- with $sm.relabelings }}
+  relabelings:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $sm.metricRelabelings }}
+  metricRelabelings:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $sm.endpointAdditionalProperties }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/* Volume and mount of the metrics certificate (metrics.certificate.enabled). */}}
+{{- define "capov.metricsCertVolume" -}}
+- name: metrics-cert
+  secret:
+    secretName: {{ include "capov.metricsCertSecret" . }}
+    defaultMode: 0440
+{{- end }}
+{{- define "capov.metricsCertMount" -}}
+- name: metrics-cert
+  mountPath: {{ include "capov.metricsCertDir" . }}
+  readOnly: true
+{{- end }}
