@@ -77,6 +77,12 @@ func Main(b Binary, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// The file names of a kubernetes.io/tls Secret, as cert-manager writes them.
+const (
+	metricsCertName = "tls.crt"
+	metricsKeyName  = "tls.key"
+)
+
 // MetricsServer returns the metrics server options of --metrics-bind-address: HTTPS with
 // Kubernetes authentication and authorization and the --tls-* settings, or disabled with "0".
 func (c *Common) MetricsServer() (metricsserver.Options, error) {
@@ -88,6 +94,10 @@ func (c *Common) MetricsServer() (metricsserver.Options, error) {
 	if c.MetricsBindAddress != "0" {
 		opts.SecureServing = true
 		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if c.MetricsCertDir != "" {
+		// controller-runtime watches the files and serves a renewed certificate.
+		opts.CertDir, opts.CertName, opts.KeyName = c.MetricsCertDir, metricsCertName, metricsKeyName
 	}
 	return opts, nil
 }

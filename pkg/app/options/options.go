@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -31,6 +32,9 @@ type Common struct {
 	// MetricsBindAddress is where /metrics is served over HTTPS with Kubernetes authn/authz;
 	// "0" disables the endpoint.
 	MetricsBindAddress string
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint (a mounted cert-manager
+	// Secret); empty means a self-signed certificate made at start.
+	MetricsCertDir string
 	// HealthProbeBindAddress is where /healthz and /readyz are served over HTTP.
 	HealthProbeBindAddress string
 	// FeatureGates is the raw --feature-gates value.
@@ -62,6 +66,8 @@ const DebugVerbosity = 5
 func (c *Common) AddFlags(fs *pflag.FlagSet, defaultMetrics, defaultHealth string) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", defaultMetrics,
 		`Address of the metrics endpoint, served over HTTPS with Kubernetes authentication and authorization (the scraper needs "get" on the non-resource URL /metrics). "0" disables it.`)
+	fs.StringVar(&c.MetricsCertDir, "metrics-cert-dir", "",
+		"Directory with tls.crt and tls.key for the metrics endpoint, e.g. a mounted cert-manager Secret (renewed certificates are picked up). Empty: a self-signed certificate made at start.")
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", defaultHealth,
 		"Address of the HTTP /healthz and /readyz endpoints.")
 	fs.Var(&c.FeatureGates, "feature-gates", featuregates.Usage())
@@ -113,6 +119,14 @@ func (c *Common) Validate() error {
 	}
 	if _, err := c.TLSOptions(); err != nil {
 		return err
+	}
+	if c.MetricsCertDir != "" {
+		for _, f := range []string{metricsCertName, metricsKeyName} {
+			if _, err := os.Stat(filepath.Join(c.MetricsCertDir, f)); err != nil {
+				return fmt.Errorf("--metrics-cert-dir %s must hold %s and %s (a kubernetes.io/tls Secret mounted there): %w",
+					c.MetricsCertDir, metricsCertName, metricsKeyName, err)
+			}
+		}
 	}
 	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive (got %v and %d)", c.KubeAPIQPS, c.KubeAPIBurst)

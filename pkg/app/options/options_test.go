@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -264,4 +265,29 @@ func TestMainVersionAndHelp(t *testing.T) {
 		g.Expect(stdout.String()).To(ContainSubstring(flag+" "), flag)
 	}
 	g.Expect(stdout.String()).NotTo(ContainSubstring("--log-text-split-stream"), "alpha options are hidden")
+}
+
+func TestMetricsCertDirServesTheMountedCertificate(t *testing.T) {
+	g := NewWithT(t)
+	c, err := parse(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	opts, err := c.MetricsServer()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(opts.CertDir).To(BeEmpty(), "without the flag: a self-signed certificate")
+
+	dir := t.TempDir()
+	_, err = parse(t, "--metrics-cert-dir="+dir)
+	g.Expect(err).To(MatchError(And(ContainSubstring("--metrics-cert-dir "+dir), ContainSubstring("tls.crt"))), "an empty directory is refused at start")
+
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		g.Expect(os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600)).To(Succeed())
+	}
+	c, err = parse(t, "--metrics-cert-dir="+dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	opts, err = c.MetricsServer()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(opts.CertDir).To(Equal(dir))
+	g.Expect(opts.CertName).To(Equal("tls.crt"))
+	g.Expect(opts.KeyName).To(Equal("tls.key"))
+	g.Expect(opts.SecureServing).To(BeTrue())
 }
