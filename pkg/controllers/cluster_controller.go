@@ -83,7 +83,9 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	defer func() {
 		v1beta1conditions.SetSummary(oc, v1beta1conditions.WithConditions(infrav1.ClusterReadyCondition))
 		syncV1Beta2Ready(oc, oc.Generation)
-		if err := helper.Patch(ctx, oc, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
+		patchCtx, cancel := deferredPatchContext(ctx)
+		defer cancel()
+		if err := helper.Patch(patchCtx, oc, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
 			clusterv1beta1.ReadyCondition, infrav1.ClusterReadyCondition,
 		}}, v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
 			reterr = errors.Join(reterr, fmt.Errorf("patching OVirtCluster: %w", err))

@@ -281,7 +281,9 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	s := &machineScope{log: log, om: om, machine: machine, cluster: cluster}
 	defer func() {
 		updateMachineStatus(s)
-		if err := helper.Patch(ctx, om, v1beta1patch.WithOwnedConditions{Conditions: ownedMachineConditions},
+		patchCtx, cancel := deferredPatchContext(ctx)
+		defer cancel()
+		if err := helper.Patch(patchCtx, om, v1beta1patch.WithOwnedConditions{Conditions: ownedMachineConditions},
 			v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
 			// A machine whose finalizer was just removed is gone: nothing left to patch.
 			if !apierrors.IsNotFound(err) || om.DeletionTimestamp.IsZero() {

@@ -163,7 +163,9 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	defer func() {
 		p.Status.ObservedGeneration = p.Generation
 		v1beta1conditions.SetSummary(p, v1beta1conditions.WithConditions(infrav1.CanConnectToOVirtCondition))
-		if err := helper.Patch(ctx, p, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
+		patchCtx, cancel := deferredPatchContext(ctx)
+		defer cancel()
+		if err := helper.Patch(patchCtx, p, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
 			clusterv1beta1.ReadyCondition, infrav1.CanConnectToOVirtCondition,
 		}}); err != nil {
 			reterr = errors.Join(reterr, fmt.Errorf("patching OVirtProvider status: %w", err))

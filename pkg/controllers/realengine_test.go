@@ -1,10 +1,12 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -180,4 +182,16 @@ func TestEngineRefusalsAreNotLocks(t *testing.T) {
 	g.Expect(engineRefused(refusal(409, ovirt.ErrConflict, ovirt.ErrLocked))).To(BeFalse(), "locks are waited for")
 	g.Expect(engineRefused(refusal(503, ovirt.ErrUnreachable))).To(BeFalse())
 	g.Expect(engineRefused(errors.New("connection reset"))).To(BeFalse())
+}
+
+func TestTheDeferredPatchOutlivesTheReconcileContext(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the reconcile timed out, or the manager is shutting down
+	patchCtx, done := deferredPatchContext(ctx)
+	defer done()
+	g.Expect(patchCtx.Err()).NotTo(HaveOccurred(), "the status patch still runs")
+	deadline, ok := patchCtx.Deadline()
+	g.Expect(ok).To(BeTrue(), "but bounded")
+	g.Expect(time.Until(deadline)).To(BeNumerically("<=", deferredPatchTimeout))
 }

@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"context"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
@@ -34,4 +37,14 @@ func syncV1Beta2Ready(obj v1beta2Object, generation int64) {
 		}
 	}
 	v1beta2conditions.Set(obj, c)
+}
+
+// deferredPatchTimeout bounds the status patch at the end of a reconcile.
+const deferredPatchTimeout = 15 * time.Second
+
+// deferredPatchContext returns the context of the deferred status patch: not cancelled with the
+// reconcile's context (a reconcile cut short by --reconcile-timeout or a shutdown must still
+// record what it did, such as the id of a VM it just created) but bounded on its own.
+func deferredPatchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), deferredPatchTimeout)
 }
