@@ -123,7 +123,7 @@ func TestDiskSmallerThanTemplateStopsWithoutRetryStorm(t *testing.T) {
 	g.Expect(vm.Disks[0].SizeGB).To(BeEquivalentTo(16))
 
 	// No retry storm: no disk update is attempted and the VM is not read again and again.
-	before := sim.RequestCount("GET", "/vms/{id}")
+	before := settledRequestCount(t, "GET", "/vms/{id}")
 	puts := sim.RequestCount("PUT", "/vms/{id}/diskattachments/{id}")
 	g.Consistently(func() int { return sim.RequestCount("GET", "/vms/{id}") - before }, "3s", "500ms").Should(BeNumerically("<=", 1))
 	g.Expect(sim.RequestCount("PUT", "/vms/{id}/diskattachments/{id}")).To(Equal(puts))

@@ -235,3 +235,18 @@ func eventuallyOM(t *testing.T, om *infrav1.OVirtMachine, check func(g Gomega, o
 	}, timeout, interval).Should(Succeed())
 	return last
 }
+
+// settledRequestCount returns the simulator's count of requests to method and path once it
+// stopped moving: the simulator counts a request after its answer is written, so a count read
+// right after the manager acted may still miss its last call.
+func settledRequestCount(t *testing.T, method, path string) int {
+	t.Helper()
+	prev := -1
+	NewWithT(t).Eventually(func() bool {
+		n := sim.RequestCount(method, path)
+		stable := n == prev
+		prev = n
+		return stable
+	}, timeout, 300*time.Millisecond).Should(BeTrue())
+	return prev
+}
