@@ -48,7 +48,6 @@ func TestMonitoringPackIsOffByDefault(t *testing.T) {
 	for _, o := range []struct{ kind, name string }{
 		{"Service", "capov-webhook-metrics-service"},
 		{"ServiceMonitor", "capov-webhook-metrics-monitor"},
-		{"Certificate", "capov-metrics-cert"},
 		{"ConfigMap", "capov-kube-state-metrics-config"},
 		{"ClusterRole", "capov-kube-state-metrics"},
 		{"PrometheusRule", "capov-alerts"},
@@ -59,6 +58,7 @@ func TestMonitoringPackIsOffByDefault(t *testing.T) {
 		g.Expect(r.find(o.kind, o.name)).To(BeNil(), "%s %s is opt-in", o.kind, o.name)
 	}
 	g.Expect(r.find("ServiceMonitor", "capov-metrics-monitor")).NotTo(BeNil(), "the product doc's ServiceMonitor stays on")
+	g.Expect(r.find("Certificate", "capov-metrics-cert")).NotTo(BeNil(), "its scrape is TLS-verified by default")
 }
 
 func TestMetricsCertificateIsVerifiedByTheServiceMonitors(t *testing.T) {

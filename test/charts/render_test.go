@@ -413,7 +413,8 @@ func TestServiceMonitorIsRenderedOnlyWhenTheAPIIsServed(t *testing.T) {
 		g.Expect(ep.Authorization.Credentials.Name).To(Equal("capov-metrics-scraper-token"))
 		g.Expect(ep.Authorization.Credentials.Key).To(Equal("token"))
 		g.Expect(ep.TLSConfig).NotTo(BeNil())
-		g.Expect(ep.TLSConfig.InsecureSkipVerify).To(HaveValue(BeTrue()), "self-signed until metrics.certificate.enabled")
+		g.Expect(ep.TLSConfig.InsecureSkipVerify).NotTo(HaveValue(BeTrue()), "verified against the metrics certificate's CA by default")
+		g.Expect(ep.TLSConfig.ServerName).To(HaveValue(Equal("capov-metrics-service."+namespace+".svc")))
 
 		// The token is that of a ServiceAccount allowed to get /metrics, in a Secret the token
 		// controller fills, in the ServiceMonitor's namespace.
