@@ -68,6 +68,7 @@ func TestDefaultsRenderTheDocumentedObjects(t *testing.T) {
 		"Service/capov-webhook-service",
 		"Issuer/capov-selfsigned-issuer",
 		"Certificate/capov-serving-cert",
+		"Certificate/capov-metrics-cert",
 		"MutatingWebhookConfiguration/capov-mutating-webhook-configuration",
 		"ValidatingWebhookConfiguration/capov-validating-webhook-configuration",
 	), "no ServiceMonitor without the monitoring.coreos.com/v1 API")
@@ -90,7 +91,8 @@ func TestManagerDeploymentMatchesTheProductDoc(t *testing.T) {
 	g.Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal("capov-manager"))
 	g.Expect(c.Image).To(Equal("ghcr.io/capov/capov-manager:" + appVersion))
 	g.Expect(c.Command).To(Equal([]string{"/manager"}))
-	g.Expect(c.Args).To(Equal([]string{"--metrics-bind-address=:8443", "--leader-elect", defaultGates}))
+	g.Expect(c.Args).To(Equal([]string{"--metrics-bind-address=:8443", "--leader-elect", defaultGates,
+		"--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs"}))
 	g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
 	}}))
@@ -201,7 +203,7 @@ func TestWebhookIsHighlyAvailableAndServesTheCertManagerCertificate(t *testing.T
 	g.Expect(c.Command).To(Equal([]string{"/webhook"}))
 	g.Expect(c.Args).To(ConsistOf(
 		"--webhook-port=9443", "--cert-dir="+certDir, "--metrics-bind-address=:8443",
-		"--health-probe-bind-address=:8081", defaultGates))
+		"--health-probe-bind-address=:8081", defaultGates, "--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs"))
 	g.Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 
@@ -366,7 +368,8 @@ webhook: {extraArgs: ["--v=2"]}
 `))
 		_, m := managerOf(t, r)
 		_, w := webhookOf(t, r)
-		g.Expect(m.Args).To(Equal([]string{"--metrics-bind-address=:8443", "--leader-elect", defaultGates, "--debug=true", "--watch-filter=team-a"}))
+		g.Expect(m.Args).To(Equal([]string{"--metrics-bind-address=:8443", "--leader-elect", defaultGates,
+			"--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs", "--debug=true", "--watch-filter=team-a"}))
 		g.Expect(w.Args).To(ContainElement("--v=2"))
 	})
 	t.Run("replicas, priority class and resources", func(t *testing.T) {
@@ -413,7 +416,7 @@ func TestServiceMonitorIsRenderedOnlyWhenTheAPIIsServed(t *testing.T) {
 		g.Expect(ep.Authorization.Credentials.Name).To(Equal("capov-metrics-scraper-token"))
 		g.Expect(ep.Authorization.Credentials.Key).To(Equal("token"))
 		g.Expect(ep.TLSConfig).NotTo(BeNil())
-		g.Expect(ep.TLSConfig.InsecureSkipVerify).NotTo(HaveValue(BeTrue()), "verified against the metrics certificate's CA by default")
+		g.Expect(ep.TLSConfig.InsecureSkipVerify == nil || !*ep.TLSConfig.InsecureSkipVerify).To(BeTrue(), "verified against the metrics certificate's CA by default")
 		g.Expect(ep.TLSConfig.ServerName).To(HaveValue(Equal("capov-metrics-service."+namespace+".svc")))
 
 		// The token is that of a ServiceAccount allowed to get /metrics, in a Secret the token
