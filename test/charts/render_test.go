@@ -417,7 +417,7 @@ func TestServiceMonitorIsRenderedOnlyWhenTheAPIIsServed(t *testing.T) {
 		g.Expect(ep.Authorization.Credentials.Key).To(Equal("token"))
 		g.Expect(ep.TLSConfig).NotTo(BeNil())
 		g.Expect(ep.TLSConfig.InsecureSkipVerify == nil || !*ep.TLSConfig.InsecureSkipVerify).To(BeTrue(), "verified against the metrics certificate's CA by default")
-		g.Expect(ep.TLSConfig.ServerName).To(HaveValue(Equal("capov-metrics-service."+namespace+".svc")))
+		g.Expect(ep.TLSConfig.ServerName).To(HaveValue(Equal("capov-metrics-service." + namespace + ".svc")))
 
 		// The token is that of a ServiceAccount allowed to get /metrics, in a Secret the token
 		// controller fills, in the ServiceMonitor's namespace.
