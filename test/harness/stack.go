@@ -166,7 +166,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	}, opts.WebhookArgs...), nil, filepath.Join(opts.WorkDir, "logs", "webhook.log")); err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, s.Webhook, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+	if err := WaitReady(ctx, s.Webhook, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
 		return nil, err
 	}
 
@@ -218,7 +218,7 @@ func (s *Stack) StartManager(ctx context.Context, name string, args []string) (*
 	if err != nil {
 		return nil, "", err
 	}
-	if err := waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+	if err := WaitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
 		_ = p.Stop(10 * time.Second)
 		return nil, "", err
 	}
@@ -392,7 +392,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitReady(ctx context.Context, p *Process, url string) error {
+// WaitReady waits (at most 90 s) until url answers 200, failing at once if the process exits;
+// the error carries the tail of its log.
+func WaitReady(ctx context.Context, p *Process, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	err := WaitForHTTP(ctx, func(ctx context.Context) (int, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,25 +106,7 @@ func (w *webhookServer) restart(gates string) {
 		"--feature-gates=" + gates, "--debug",
 	}, nil, filepath.Join(workDir, "logs", name+".log"))
 	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	p := w.process
-	err = harness.WaitForHTTP(ctx, func(ctx context.Context) (int, error) {
-		if exited, err := p.Exited(); exited {
-			return 0, fmt.Errorf("%w: the webhook exited: %w", harness.ErrGaveUp, err)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil)
-		if err != nil {
-			return 0, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	})
-	g.Expect(err).NotTo(HaveOccurred(), "webhook log:\n%s", harness.Tail(p.Logs(), 30))
+	g.Expect(harness.WaitReady(context.Background(), w.process, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))).To(Succeed())
 }
 
 func freeLocalPort() (int, error) {
