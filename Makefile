@@ -11,7 +11,9 @@ export GOFLAGS ?= -buildvcs=false
 # Tool versions (built from the Go module proxy into bin/tools, keyed by version).
 CONTROLLER_GEN_VERSION := v0.21.0
 GOLANGCI_LINT_VERSION := v2.15.0
+CONVERSION_GEN_VERSION := v0.36.3
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+CONVERSION_GEN := $(TOOLS)/conversion-gen-$(CONVERSION_GEN_VERSION)
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # Test knobs.
@@ -56,8 +58,9 @@ build: ## Build bin/manager and bin/webhook (static, version-stamped, as in the 
 	$(BUILD) -o $(BIN)/webhook ./cmd/webhook
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs, RBAC and webhook manifests; sync chart CRDs.
+generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy, v1beta1<->v1beta2 conversion, CRDs, RBAC and webhook manifests; sync chart CRDs.
 	cd apis && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./...
+	cd apis && $(CONVERSION_GEN) --go-header-file=$(ROOT)/hack/boilerplate.go.txt --output-file=zz_generated.conversion.go ./v1beta1
 	cd apis && $(CONTROLLER_GEN) crd paths=./... output:crd:artifacts:config=$(ROOT)/config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./pkg/controllers/... paths=./pkg/app/manager/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=webhook-role paths=./pkg/app/webhook/... output:rbac:artifacts:config=config/rbac/webhook
@@ -129,11 +132,14 @@ release-manifests: ## Write the clusterctl release assets (infrastructure-compon
 $(CONTROLLER_GEN):
 	hack/go-install-tool.sh $@ sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_GEN_VERSION)
 
+$(CONVERSION_GEN):
+	hack/go-install-tool.sh $@ k8s.io/code-generator/cmd/conversion-gen $(CONVERSION_GEN_VERSION)
+
 $(GOLANGCI_LINT):
 	hack/go-install-tool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) helm clusterctl ## Build the pinned tools into bin/tools.
+tools: $(CONTROLLER_GEN) $(CONVERSION_GEN) $(GOLANGCI_LINT) helm clusterctl ## Build the pinned tools into bin/tools.
 
 .PHONY: helm clusterctl
 helm: ## Build helm from the pinned module into bin/tools and print its path.

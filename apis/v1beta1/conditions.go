@@ -1,6 +1,5 @@
 package v1beta1
 
-import clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 
 // Condition types. Each OVirtMachine lifecycle step reports one condition (product doc §4.3,
 // §5.3); Ready summarises them. They are CAPI v1beta1 conditions, so a False condition carries
@@ -9,38 +8,38 @@ import clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 const (
 	// CanConnectToOVirtCondition is True when the Engine of the OVirtProvider answered with the
 	// configured credentials. Set on OVirtProvider and on every OVirtMachine that uses it.
-	CanConnectToOVirtCondition clusterv1beta1.ConditionType = "CanConnectToOVirt"
+	CanConnectToOVirtCondition ConditionType = "CanConnectToOVirt"
 
 	// MachineCreatedCondition is True once the VM exists in oVirt and has left image_locked.
 	// False while the Cluster infrastructure or the bootstrap data is not ready, while oVirt
 	// creates the VM, or when the template, oVirt cluster or storage domain cannot be found.
-	MachineCreatedCondition clusterv1beta1.ConditionType = "MachineCreated"
+	MachineCreatedCondition ConditionType = "MachineCreated"
 
 	// MachineDiskResizedCondition is True once the OS disk has spec.osdisksizegb (or the
 	// template size) and the disk aliases follow the disk feature gates.
 	// False while oVirt extends the disk, or when the requested size is smaller than the
 	// template disk (disks cannot shrink).
-	MachineDiskResizedCondition clusterv1beta1.ConditionType = "MachineDiskResized"
+	MachineDiskResizedCondition ConditionType = "MachineDiskResized"
 
 	// MachineNetworkSetCondition is True once the VM NICs match spec.nics.
 	// False when a vNIC profile of spec.nics[].vnicprofile does not exist in the oVirt cluster.
-	MachineNetworkSetCondition clusterv1beta1.ConditionType = "MachineNetworkSet"
+	MachineNetworkSetCondition ConditionType = "MachineNetworkSet"
 
 	// MachineOnCondition is True once the VM is up. False with reason VMPoweringUp (severity
 	// Info) while it boots.
-	MachineOnCondition clusterv1beta1.ConditionType = "MachineOn"
+	MachineOnCondition ConditionType = "MachineOn"
 
 	// K8sProviderIDSetupCondition is True once the workload-cluster Node of the VM carries
 	// spec.providerID. False while the Node has not registered or the workload cluster cannot
 	// be reached.
-	K8sProviderIDSetupCondition clusterv1beta1.ConditionType = "K8sProviderIDSetup"
+	K8sProviderIDSetupCondition ConditionType = "K8sProviderIDSetup"
 
 	// MachineDeletedCondition is set during deletion. False with reason VMHasNonSystemDisk while
 	// a non-system (CSI) disk is attached to the VM; CAPOV retries every minute.
-	MachineDeletedCondition clusterv1beta1.ConditionType = "MachineDeleted"
+	MachineDeletedCondition ConditionType = "MachineDeleted"
 
 	// ClusterReadyCondition is set on OVirtCluster once its infrastructure is ready.
-	ClusterReadyCondition clusterv1beta1.ConditionType = "ClusterReady"
+	ClusterReadyCondition ConditionType = "ClusterReady"
 )
 
 // Reasons of CanConnectToOVirt (OVirtProvider and OVirtMachine).

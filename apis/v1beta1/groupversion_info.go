@@ -13,7 +13,10 @@ var (
 	// schemeBuilder collects the functions that add this package's kinds to a scheme.
 	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
-	// AddToScheme adds every kind of this package to a scheme.
+	// localSchemeBuilder is what zz_generated.conversion.go registers the conversions with.
+	localSchemeBuilder = &schemeBuilder
+
+	// AddToScheme adds every kind of this package, and its conversions to v1beta2, to a scheme.
 	AddToScheme = schemeBuilder.AddToScheme
 )
 

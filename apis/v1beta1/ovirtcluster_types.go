@@ -2,7 +2,6 @@ package v1beta1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 )
 
 // ClusterFinalizer is the finalizer the manager puts on OVirtClusters (product doc §7.2).
@@ -14,7 +13,7 @@ type OVirtClusterSpec struct {
 	// address of a load balancer in front of the control-plane machines. Cluster API copies
 	// it to Cluster spec.controlPlaneEndpoint. It cannot be changed once set.
 	// +optional
-	ControlPlaneEndpoint clusterv1beta1.APIEndpoint `json:"controlPlaneEndpoint,omitzero"`
+	ControlPlaneEndpoint APIEndpoint `json:"controlPlaneEndpoint,omitzero"`
 }
 
 // OVirtClusterStatus is the observed state of an OVirtCluster.
@@ -33,7 +32,7 @@ type OVirtClusterStatus struct {
 
 	// conditions are the CAPI v1beta1 conditions of the cluster.
 	// +optional
-	Conditions clusterv1beta1.Conditions `json:"conditions,omitempty"`
+	Conditions Conditions `json:"conditions,omitempty"`
 
 	// v1beta2 groups the conditions in the metav1.Condition format that Cluster API v1beta2
 	// consumers read first.
@@ -77,10 +76,10 @@ type OVirtCluster struct {
 }
 
 // GetConditions returns the CAPI v1beta1 conditions.
-func (c *OVirtCluster) GetConditions() clusterv1beta1.Conditions { return c.Status.Conditions }
+func (c *OVirtCluster) GetConditions() Conditions { return c.Status.Conditions }
 
 // SetConditions replaces the CAPI v1beta1 conditions.
-func (c *OVirtCluster) SetConditions(conds clusterv1beta1.Conditions) { c.Status.Conditions = conds }
+func (c *OVirtCluster) SetConditions(conds Conditions) { c.Status.Conditions = conds }
 
 // GetV1Beta2Conditions returns the metav1 conditions.
 func (c *OVirtCluster) GetV1Beta2Conditions() []metav1.Condition {

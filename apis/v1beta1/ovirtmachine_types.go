@@ -2,7 +2,6 @@ package v1beta1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 )
 
 // MachineFinalizer is the finalizer the manager puts on OVirtMachines: it is removed once the VM
@@ -167,7 +166,7 @@ type OVirtMachineStatus struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
-	Addresses []clusterv1beta1.MachineAddress `json:"addresses,omitempty"`
+	Addresses []MachineAddress `json:"addresses,omitempty"`
 
 	// vmID is the id of the VM in oVirt, recorded right after it was created.
 	// +optional
@@ -216,7 +215,7 @@ type OVirtMachineStatus struct {
 	// MachineDiskResized, MachineNetworkSet, MachineOn, K8sProviderIDSetup, MachineDeleted and
 	// the Ready summary.
 	// +optional
-	Conditions clusterv1beta1.Conditions `json:"conditions,omitempty"`
+	Conditions Conditions `json:"conditions,omitempty"`
 
 	// v1beta2 groups the conditions in the metav1.Condition format that Cluster API reads first.
 	// +optional
@@ -253,10 +252,10 @@ type OVirtMachine struct {
 }
 
 // GetConditions returns the CAPI v1beta1 conditions.
-func (m *OVirtMachine) GetConditions() clusterv1beta1.Conditions { return m.Status.Conditions }
+func (m *OVirtMachine) GetConditions() Conditions { return m.Status.Conditions }
 
 // SetConditions replaces the CAPI v1beta1 conditions.
-func (m *OVirtMachine) SetConditions(conds clusterv1beta1.Conditions) { m.Status.Conditions = conds }
+func (m *OVirtMachine) SetConditions(conds Conditions) { m.Status.Conditions = conds }
 
 // GetV1Beta2Conditions returns the metav1 conditions.
 func (m *OVirtMachine) GetV1Beta2Conditions() []metav1.Condition {

@@ -4,7 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 )
 
 // OVirtMachineTemplateResource is the template of the OVirtMachines Cluster API creates.
@@ -12,7 +11,7 @@ type OVirtMachineTemplateResource struct {
 	// metadata holds the labels and annotations copied to each new OVirtMachine (and by
 	// Cluster API rules further to the Machine and Node).
 	// +optional
-	ObjectMeta clusterv1beta1.ObjectMeta `json:"metadata,omitempty"`
+	ObjectMeta ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the spec of each new OVirtMachine: every OVirtMachine field except providerID.
 	// +required

@@ -2,7 +2,6 @@ package v1beta1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 )
 
 // OVirtProviderSpec holds the connection parameters of one oVirt Engine.
@@ -98,11 +97,16 @@ type OVirtProviderStatus struct {
 
 	// conditions describe the connection to the Engine; see CanConnectToOVirt.
 	// +optional
-	Conditions clusterv1beta1.Conditions `json:"conditions,omitempty"`
+	Conditions Conditions `json:"conditions,omitempty"`
 
 	// observedGeneration is the spec generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// v1beta2 groups the conditions in the metav1.Condition format (the conditions of the
+	// v1beta2 API version).
+	// +optional
+	V1Beta2 *OVirtV1Beta2Status `json:"v1beta2,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -132,10 +136,10 @@ type OVirtProvider struct {
 }
 
 // GetConditions returns the CAPI v1beta1 conditions of the provider.
-func (p *OVirtProvider) GetConditions() clusterv1beta1.Conditions { return p.Status.Conditions }
+func (p *OVirtProvider) GetConditions() Conditions { return p.Status.Conditions }
 
 // SetConditions replaces the CAPI v1beta1 conditions of the provider.
-func (p *OVirtProvider) SetConditions(c clusterv1beta1.Conditions) { p.Status.Conditions = c }
+func (p *OVirtProvider) SetConditions(c Conditions) { p.Status.Conditions = c }
 
 // +kubebuilder:object:root=true
 

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 )
 
 func ptrTo[T any](v T) *T { return &v }
@@ -28,9 +27,9 @@ func fullVMSpec() OVirtVMSpec {
 	}
 }
 
-func fullConditions() clusterv1beta1.Conditions {
-	return clusterv1beta1.Conditions{{
-		Type: MachineOnCondition, Status: corev1.ConditionFalse, Severity: clusterv1beta1.ConditionSeverityInfo,
+func fullConditions() Conditions {
+	return Conditions{{
+		Type: MachineOnCondition, Status: corev1.ConditionFalse, Severity: ConditionSeverityInfo,
 		LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)),
 		Reason:             VMPoweringUpReason, Message: "powering up",
 	}}
@@ -62,7 +61,7 @@ func fullObjects() []runtime.Object {
 		},
 		&OVirtCluster{
 			ObjectMeta: meta,
-			Spec:       OVirtClusterSpec{ControlPlaneEndpoint: clusterv1beta1.APIEndpoint{Host: "10.0.1.100", Port: 6443}},
+			Spec:       OVirtClusterSpec{ControlPlaneEndpoint: APIEndpoint{Host: "10.0.1.100", Port: 6443}},
 			Status: OVirtClusterStatus{
 				Ready: true, FailureReason: ptrTo("r"), FailureMessage: ptrTo("m"),
 				Conditions: fullConditions(), V1Beta2: fullV1Beta2(),
@@ -72,7 +71,7 @@ func fullObjects() []runtime.Object {
 			ObjectMeta: meta,
 			Spec:       OVirtMachineSpec{OVirtVMSpec: fullVMSpec(), ProviderID: ptrTo("ovirt://abc")},
 			Status: OVirtMachineStatus{
-				Ready: true, Addresses: []clusterv1beta1.MachineAddress{{Type: clusterv1beta1.MachineInternalIP, Address: "10.0.0.1"}},
+				Ready: true, Addresses: []MachineAddress{{Type: MachineInternalIP, Address: "10.0.0.1"}},
 				VMID: "abc", VMState: "up", SystemDiskIDs: []string{"d1"}, DiskClone: ptrTo(true), NodeName: "node-1",
 				FailureReason: ptrTo(OVirtEngineConnectionCriticalFailure), FailureMessage: ptrTo("m"),
 				Conditions: fullConditions(), V1Beta2: fullV1Beta2(),
@@ -81,7 +80,7 @@ func fullObjects() []runtime.Object {
 		&OVirtMachineTemplate{
 			ObjectMeta: meta,
 			Spec: OVirtMachineTemplateSpec{Template: OVirtMachineTemplateResource{
-				ObjectMeta: clusterv1beta1.ObjectMeta{Labels: map[string]string{"node.kubernetes.io/instance-type": "standard"}},
+				ObjectMeta: ObjectMeta{Labels: map[string]string{"node.kubernetes.io/instance-type": "standard"}},
 				Spec:       fullVMSpec(),
 			}},
 			Status: OVirtMachineTemplateStatus{Capacity: corev1.ResourceList{

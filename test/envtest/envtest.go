@@ -34,7 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 // Module paths whose CRD files the harness loads.
@@ -80,6 +81,7 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(clusterv1beta1.AddToScheme(s))
+	utilruntime.Must(infrav1beta1.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
 	return s
 }

@@ -1,0 +1,203 @@
+package v1beta2
+
+
+// Condition types (status.conditions, metav1.Condition). Each OVirtMachine lifecycle step
+// reports one condition (product doc §4.3, §5.3) with the same type and reasons as in v1beta1;
+// Ready summarises them and Paused says whether CAPOV acts. The same steps are also kept in the
+// v1beta1 format, with a severity, under status.deprecated.v1beta1.conditions.
+const (
+	// CanConnectToOVirtCondition is True when the Engine of the OVirtProvider answered with the
+	// configured credentials. Set on OVirtProvider and on every OVirtMachine that uses it.
+	CanConnectToOVirtCondition = "CanConnectToOVirt"
+
+	// MachineCreatedCondition is True once the VM exists in oVirt and has left image_locked.
+	// False while the Cluster infrastructure or the bootstrap data is not ready, while oVirt
+	// creates the VM, or when the template, oVirt cluster or storage domain cannot be found.
+	MachineCreatedCondition = "MachineCreated"
+
+	// MachineDiskResizedCondition is True once the OS disk has spec.osdisksizegb (or the
+	// template size) and the disk aliases follow the disk feature gates.
+	// False while oVirt extends the disk, or when the requested size is smaller than the
+	// template disk (disks cannot shrink).
+	MachineDiskResizedCondition = "MachineDiskResized"
+
+	// MachineNetworkSetCondition is True once the VM NICs match spec.nics.
+	// False when a vNIC profile of spec.nics[].vnicprofile does not exist in the oVirt cluster.
+	MachineNetworkSetCondition = "MachineNetworkSet"
+
+	// MachineOnCondition is True once the VM is up. False with reason VMPoweringUp (severity
+	// Info) while it boots.
+	MachineOnCondition = "MachineOn"
+
+	// K8sProviderIDSetupCondition is True once the workload-cluster Node of the VM carries
+	// spec.providerID. False while the Node has not registered or the workload cluster cannot
+	// be reached.
+	K8sProviderIDSetupCondition = "K8sProviderIDSetup"
+
+	// MachineDeletedCondition is set during deletion. False with reason VMHasNonSystemDisk while
+	// a non-system (CSI) disk is attached to the VM; CAPOV retries every minute.
+	MachineDeletedCondition = "MachineDeleted"
+
+	// ClusterReadyCondition is set on OVirtCluster once its infrastructure is ready.
+	ClusterReadyCondition = "ClusterReady"
+)
+
+// Reasons of CanConnectToOVirt (OVirtProvider and OVirtMachine).
+const (
+	// ProviderNotFoundReason: spec.provider names an OVirtProvider that does not exist.
+	ProviderNotFoundReason = "ProviderNotFound"
+	// InvalidEngineURLReason: OVirtProvider spec.engine is not a usable https URL.
+	InvalidEngineURLReason = "InvalidEngineURL"
+	// CredentialsMissingReason: neither the credentials Secret nor spec.user/spec.pass give a
+	// username and password.
+	CredentialsMissingReason = "CredentialsMissing"
+	// InvalidTLSConfigReason: spec.tls.certs is not base64 PEM with at least one certificate.
+	InvalidTLSConfigReason = "InvalidTLSConfig"
+	// AuthenticationFailedReason: the Engine refused the username or password.
+	AuthenticationFailedReason = "AuthenticationFailed"
+	// AuthBreakerOpenReason: logins are suspended after repeated authentication failures, so
+	// that the account is not locked in LDAP/IdM; they resume after the back-off in the message.
+	AuthBreakerOpenReason = "AuthBreakerOpen"
+	// TLSErrorReason: the Engine certificate could not be verified (try spec.tls).
+	TLSErrorReason = "TLSError"
+	// EngineUnreachableReason: the network between the manager and the Engine failed, or the
+	// Engine did not answer in time.
+	EngineUnreachableReason = "EngineUnreachable"
+	// EngineErrorReason: the Engine answered with an unexpected error.
+	EngineErrorReason = "EngineError"
+)
+
+// Reasons of MachineCreated.
+const (
+	// WaitingForOwnerMachineReason: Cluster API has not yet set the owner Machine.
+	WaitingForOwnerMachineReason = "WaitingForOwnerMachine"
+	// WaitingForClusterInfrastructureReason: the Cluster infrastructure is not provisioned yet.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForBootstrapDataReason: the bootstrap provider has not produced the data Secret yet.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// BootstrapDataInvalidReason: the bootstrap data Secret is unusable (missing key, unknown
+	// format, or an ignition payload that is not a JSON Ignition config).
+	BootstrapDataInvalidReason = "BootstrapDataInvalid"
+	// BootstrapFormatMismatchReason: the bootstrap data format does not fit the template's OS
+	// type: oVirt treats the custom script of an rhcos_x64 VM as an Ignition config and refuses
+	// to start it otherwise, and gives every other OS type cloud-init. No VM is created.
+	BootstrapFormatMismatchReason = "BootstrapFormatMismatch"
+	// TemplateNotFoundReason: spec.template does not exist in oVirt.
+	TemplateNotFoundReason = "TemplateNotFound"
+	// OVirtClusterNotFoundReason: spec.ovirtcluster does not exist in oVirt.
+	OVirtClusterNotFoundReason = "OVirtClusterNotFound"
+	// StorageDomainNotFoundReason: the storage domain does not exist or cannot host disks.
+	StorageDomainNotFoundReason = "StorageDomainNotFound"
+	// StorageDomainRequiresCloneReason: another storage domain than the template's was asked
+	// for without cloning.
+	StorageDomainRequiresCloneReason = "StorageDomainRequiresClone"
+	// VMCreatingReason: oVirt is creating the VM (image_locked).
+	VMCreatingReason = "VMCreating"
+	// VMCreateFailedReason: oVirt refused to create the VM; the message has its answer.
+	VMCreateFailedReason = "VMCreateFailed"
+	// DuplicateVMsReason: several VMs carry this machine's name and owner marker; CAPOV does
+	// not guess which is right. Remove the extra VMs in oVirt.
+	DuplicateVMsReason = "DuplicateVMs"
+	// VMNotFoundReason: the VM recorded in status.vmID / spec.providerID disappeared from oVirt.
+	VMNotFoundReason = "VMNotFound"
+)
+
+// Reasons of MachineDiskResized.
+const (
+	// DiskSmallerThanTemplateReason: spec.osdisksizegb is smaller than the template disk;
+	// disks cannot shrink.
+	DiskSmallerThanTemplateReason = "DiskSmallerThanTemplate"
+	// DiskResizingReason: oVirt is extending the disk or the disk is locked.
+	DiskResizingReason = "DiskResizing"
+	// DiskUpdateFailedReason: oVirt refused to resize or rename a disk.
+	DiskUpdateFailedReason = "DiskUpdateFailed"
+	// NoOSDiskReason: the VM has no bootable disk to resize.
+	NoOSDiskReason = "NoOSDisk"
+)
+
+// Reasons of MachineNetworkSet.
+const (
+	// VnicProfileNotFoundReason: a spec.nics[].vnicprofile does not exist in the oVirt cluster.
+	VnicProfileNotFoundReason = "VnicProfileNotFound"
+	// NetworkSetupFailedReason: oVirt refused to change a NIC.
+	NetworkSetupFailedReason = "NetworkSetupFailed"
+)
+
+// Reasons of MachineOn.
+const (
+	// VMPoweringUpReason: the VM is starting (severity Info, message "powering up").
+	VMPoweringUpReason = "VMPoweringUp"
+	// VMPowerOnFailedReason: oVirt refused to start the VM.
+	VMPowerOnFailedReason = "VMPowerOnFailed"
+	// VMNotRunningReason: the VM was up and is not any more.
+	VMNotRunningReason = "VMNotRunning"
+	// NoGuestAddressesReason goes with MachineOn True: the VM is up but its guest agent reports
+	// no address on the VM's NICs (no qemu-guest-agent in the image, or not started yet). The
+	// machine still becomes Ready once its Node registers; its addresses are then the Node's
+	// (status.addresses), as the message says.
+	NoGuestAddressesReason = "NoGuestAddresses"
+)
+
+// Reasons of K8sProviderIDSetup.
+const (
+	// WaitingForNodeReason: the VM has not registered as a Node of the workload cluster yet.
+	WaitingForNodeReason = "WaitingForNode"
+	// WorkloadClusterUnreachableReason: the workload cluster API cannot be reached.
+	WorkloadClusterUnreachableReason = "WorkloadClusterUnreachable"
+	// ProviderIDMismatchReason: the Node already carries another providerID.
+	ProviderIDMismatchReason = "ProviderIDMismatch"
+)
+
+// Reasons of MachineDeleted.
+const (
+	// VMHasNonSystemDiskReason: a non-system (CSI) disk is attached; deletion waits until it is
+	// detached and is retried every minute.
+	VMHasNonSystemDiskReason = "VMHasNonSystemDisk"
+	// VMHasNonSystemDiskMessage is the message of VMHasNonSystemDisk (product doc §4.4).
+	VMHasNonSystemDiskMessage = "VM has non system disk, cannot delete"
+	// VMPoweringOffReason: the VM is being shut down before removal.
+	VMPoweringOffReason = "VMPoweringOff"
+	// VMDeletingReason: oVirt is removing the VM.
+	VMDeletingReason = "VMDeleting"
+	// VMDeleteFailedReason: oVirt refused to remove the VM.
+	VMDeleteFailedReason = "VMDeleteFailed"
+)
+
+// Reasons shared by several conditions.
+const (
+	// PausedReason: the Cluster or the object is paused; CAPOV changes nothing in oVirt.
+	PausedReason = "Paused"
+	// DeletingReason: the object is being deleted.
+	DeletingReason = "Deleting"
+)
+
+// Terminal failure reasons: Ready=False with one of these reasons (and the same value in
+// status.deprecated.v1beta1.failureReason, the v1beta1 status.failureReason) stops the
+// reconciliation of the machine until it is cleared by a patch (docs/operations.md).
+const (
+	// OVirtEngineConnectionCriticalFailure: the OVirtProvider of the machine cannot be used as
+	// configured (missing provider, invalid URL, TLS settings or credentials). Fix the
+	// OVirtProvider, then clear the failure (docs/operations.md, "Clearing a terminal failure").
+	OVirtEngineConnectionCriticalFailure = "OVirtEngineConnectionCritical"
+	// VMDeletedOutOfBandFailure: the VM was removed from oVirt behind CAPOV's back; Cluster API
+	// should replace the machine.
+	VMDeletedOutOfBandFailure = "VMDeletedOutOfBand"
+	// DuplicateVMsFailure: several VMs carry the identity of this machine.
+	DuplicateVMsFailure = "DuplicateVMs"
+)
+
+// Summary conditions of every kind, and their reasons.
+const (
+	// ReadyCondition summarises the lifecycle conditions. On OVirtMachine and OVirtCluster,
+	// Cluster API mirrors it into the Machine's InfrastructureReady / the Cluster's
+	// InfrastructureReady condition. A terminal failure is Ready=False with the reason
+	// OVirtEngineConnectionCritical, VMDeletedOutOfBand or DuplicateVMs.
+	ReadyCondition = "Ready"
+	// PausedCondition is True while the Cluster or the object is paused.
+	PausedCondition = "Paused"
+
+	// ReadyReason: every lifecycle condition is True.
+	ReadyReason = "Ready"
+	// NotPausedReason goes with Paused False.
+	NotPausedReason = "NotPaused"
+)

@@ -1,0 +1,319 @@
+package v1beta2
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// MachineFinalizer is the finalizer the manager puts on OVirtMachines: it is removed once the VM
+// is gone from oVirt.
+const MachineFinalizer = "capovmachine.infrastructure.cluster.x-k8s.io"
+
+// ProviderIDPrefix starts every providerID CAPOV sets: "ovirt://<vm-id>".
+const ProviderIDPrefix = "ovirt://"
+
+// VMType is the oVirt VM type, which tunes the VM for its workload.
+// +kubebuilder:validation:Enum=server;desktop;high_performance
+type VMType string
+
+// The VM types oVirt knows.
+const (
+	// VMTypeServer is tuned for servers (the usual choice for Kubernetes nodes).
+	VMTypeServer VMType = "server"
+	// VMTypeDesktop is tuned for desktops.
+	VMTypeDesktop VMType = "desktop"
+	// VMTypeHighPerformance pins and tunes the VM for latency-sensitive workloads.
+	VMTypeHighPerformance VMType = "high_performance"
+)
+
+// Limits of the oVirt Engine (its default MaxNumOfVmSockets, MaxNumOfCpuPerSocket,
+// MaxNumOfThreadsPerCpu and the largest OS disk CAPOV accepts).
+const (
+	MaxSockets       = 16
+	MaxCoresPerSock  = 254
+	MaxThreadsPerCPU = 8
+	MaxOSDiskSizeGB  = 65536
+)
+
+// CPU is the virtual CPU topology of a VM. The number of vCPUs is sockets x cores x threads.
+type CPU struct {
+	// sockets is the number of CPU sockets.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	Sockets int32 `json:"sockets"`
+
+	// cores is the number of cores per socket.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=254
+	Cores int32 `json:"cores"`
+
+	// threads is the number of threads per core.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	Threads int32 `json:"threads"`
+}
+
+// Memory is the memory of a VM in MiB.
+// +kubebuilder:validation:XValidation:rule="!has(self.guaranteedmb) || self.guaranteedmb <= self.sizemb",message="guaranteedmb must not exceed sizemb: lower memory.guaranteedmb or raise memory.sizemb",fieldPath=".guaranteedmb"
+type Memory struct {
+	// sizemb is the memory size in MiB.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=67108864
+	SizeMB int64 `json:"sizemb"`
+
+	// guaranteedmb is the memory oVirt guarantees to the VM (never ballooned away), in MiB.
+	// It must not exceed sizemb. Empty: oVirt's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=67108864
+	GuaranteedMB int64 `json:"guaranteedmb,omitempty"`
+}
+
+// NIC is one network interface of a VM.
+type NIC struct {
+	// vnicprofile is the name of the oVirt vNIC profile to connect the interface to, for
+	// example "ovirtmgmt". The profile must belong to a network of spec.ovirtcluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	VnicProfile string `json:"vnicprofile"`
+}
+
+// OVirtVMSpec describes the VM of an OVirtMachine. OVirtMachineTemplate spec.template.spec uses
+// it as is; OVirtMachine adds providerID.
+type OVirtVMSpec struct {
+	// provider is the name of the cluster-scoped OVirtProvider that connects to the Engine.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Provider string `json:"provider"`
+
+	// ovirtcluster is the name of the oVirt cluster to create the VM in, for example "Default".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	OVirtCluster string `json:"ovirtcluster"`
+
+	// template is the name of the oVirt VM template to create the VM from. When several
+	// versions share the name, the newest one is used.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Template string `json:"template"`
+
+	// storagedomainname is the storage domain for the disks of the VM. Empty: the provider's
+	// storagedomainname, else the storage domain of the template disks. Another domain than the
+	// template's requires cloning (diskclone).
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	StorageDomainName string `json:"storagedomainname,omitempty"`
+
+	// diskclone, when true, clones the template disks (independent disks, slower to create,
+	// needed for another storage domain); false creates thin disks that depend on the template.
+	// Empty: the OVirtProvider's diskclone, else the disk-clone feature gate (default false).
+	// +optional
+	DiskClone *bool `json:"diskclone,omitempty"`
+
+	// vmtype is the oVirt VM type: server, desktop or high_performance. Empty: the template's.
+	// +optional
+	VMType VMType `json:"vmtype,omitempty"`
+
+	// cpu is the vCPU topology. Empty: the template's.
+	// +optional
+	CPU *CPU `json:"cpu,omitempty"`
+
+	// memory is the memory size. Empty: the template's.
+	// +optional
+	Memory *Memory `json:"memory,omitempty"`
+
+	// osdisksizegb is the size of the bootable (OS) disk in GiB. It can only grow the template
+	// disk: a smaller value than the template's disk is reported in the MachineDiskResized
+	// condition. Empty: the template's size.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	OSDiskSizeGB int64 `json:"osdisksizegb,omitempty"`
+
+	// nics are the network interfaces of the VM, in order (nic1, nic2, ...). Empty: the
+	// template's interfaces are kept.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	NICs []NIC `json:"nics,omitempty"`
+}
+
+// OVirtMachineSpec is the desired state of an OVirtMachine.
+type OVirtMachineSpec struct {
+	OVirtVMSpec `json:",inline"`
+
+	// providerID is "ovirt://<vm-id>", set by the manager once the VM exists. Cluster API
+	// matches it with the Node of the workload cluster.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+}
+
+// OVirtMachineInitializationStatus reports the initial provisioning of the machine (Cluster API
+// v1beta2 contract).
+// +kubebuilder:validation:MinProperties=1
+type OVirtMachineInitializationStatus struct {
+	// provisioned is true once the VM runs and its Node carries the providerID. It stays true
+	// afterwards: a VM that stops, or a machine being deleted, is reported by the Ready condition.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// OVirtMachineStatus is the observed state of an OVirtMachine.
+type OVirtMachineStatus struct {
+	// conditions report each lifecycle step: CanConnectToOVirt, MachineCreated,
+	// MachineDiskResized, MachineNetworkSet, MachineOn, K8sProviderIDSetup, MachineDeleted, the
+	// Ready summary (mirrored by Cluster API into the Machine's InfrastructureReady) and Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// initialization is the initial provisioning of the machine (Cluster API contract).
+	// +optional
+	Initialization OVirtMachineInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// addresses are the IP addresses the guest agent reports on the VM's NICs, without the
+	// control-plane endpoint; when the guest reports none, the addresses of the Node.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
+
+	// vmID is the id of the VM in oVirt, recorded right after it was created.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	VMID string `json:"vmID,omitempty"`
+
+	// vmName is the name of the VM in oVirt: the OVirtMachine's name or, when that is longer
+	// than the 64 characters the Engine accepts, a prefix of it, a dash and 8 hex digits of a
+	// hash of namespace/name (63 characters, also the guest host name).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	VMName string `json:"vmName,omitempty"`
+
+	// vmState is the last VM status read from oVirt (down, image_locked, powering_up, up, ...).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	VMState string `json:"vmState,omitempty"`
+
+	// systemDiskIDs are the ids of the disks the VM got from its template. Any other attached
+	// disk (a CSI volume) blocks deletion, so that deleting the VM never deletes user data.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	SystemDiskIDs []string `json:"systemDiskIDs,omitempty"`
+
+	// diskClone is the clone mode resolved and sent to oVirt when the VM was created.
+	// +optional
+	DiskClone *bool `json:"diskClone,omitempty"`
+
+	// nodeName is the workload-cluster Node that received the providerID.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName,omitempty"`
+
+	// deprecated groups the fields of the v1beta1 API version that Cluster API no longer reads.
+	// They are kept so that v1beta1 clients see them; they will be removed with v1beta1.
+	// +optional
+	Deprecated *DeprecatedStatus `json:"deprecated,omitempty"`
+}
+
+// DeprecatedStatus groups the deprecated status fields of OVirtMachine and OVirtCluster.
+type DeprecatedStatus struct {
+	// v1beta1 holds the status fields of the v1beta1 API version.
+	// +optional
+	V1Beta1 *V1Beta1DeprecatedStatus `json:"v1beta1,omitempty"`
+}
+
+// V1Beta1DeprecatedStatus holds the status fields of the v1beta1 API version that v1beta2
+// replaced: the conditions with a severity and the terminal failure fields.
+type V1Beta1DeprecatedStatus struct {
+	// conditions are the conditions in the Cluster API v1beta1 format (with a severity), the
+	// status.conditions of v1beta1.
+	// +optional
+	Conditions clusterv1.Conditions `json:"conditions,omitempty"`
+
+	// failureReason is the v1beta1 status.failureReason: set with a terminal failure, together
+	// with Ready=False and the same reason.
+	// +optional
+	FailureReason *string `json:"failureReason,omitempty"`
+
+	// failureMessage explains failureReason for a human.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	FailureMessage *string `json:"failureMessage,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=ovirtmachines,scope=Namespaced,shortName=capovm,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1beta1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1beta2"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-ovirt"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status",description="VM running and Node registered"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster API Cluster"
+// +kubebuilder:printcolumn:name="oVirt State",type="string",JSONPath=".status.vmState",description="VM status in oVirt"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="VM ID",type="string",JSONPath=".status.vmID",priority=1,description="oVirt VM id"
+// +kubebuilder:printcolumn:name="VM Name",type="string",JSONPath=".status.vmName",priority=1,description="oVirt VM name"
+// +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1,description="Provider ID"
+// +kubebuilder:printcolumn:name="Node",type="string",JSONPath=".status.nodeName",priority=1,description="Workload cluster Node"
+
+// OVirtMachine is one virtual machine in oVirt. Cluster API creates it from an
+// OVirtMachineTemplate when a MachineDeployment or KubeadmControlPlane scales.
+type OVirtMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired VM.
+	// +required
+	Spec OVirtMachineSpec `json:"spec"`
+	// status is the observed VM.
+	// +optional
+	Status OVirtMachineStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the conditions (metav1.Condition).
+func (m *OVirtMachine) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// SetConditions replaces the conditions.
+func (m *OVirtMachine) SetConditions(conds []metav1.Condition) { m.Status.Conditions = conds }
+
+// GetV1Beta1Conditions returns the deprecated v1beta1 conditions.
+func (m *OVirtMachine) GetV1Beta1Conditions() clusterv1.Conditions {
+	if m.Status.Deprecated == nil || m.Status.Deprecated.V1Beta1 == nil {
+		return nil
+	}
+	return m.Status.Deprecated.V1Beta1.Conditions
+}
+
+// SetV1Beta1Conditions replaces the deprecated v1beta1 conditions.
+func (m *OVirtMachine) SetV1Beta1Conditions(conds clusterv1.Conditions) {
+	m.Status.Deprecated = setV1Beta1Conditions(m.Status.Deprecated, conds)
+}
+
+// Hub marks v1beta2 as the conversion hub (sigs.k8s.io/controller-runtime/pkg/conversion.Hub).
+func (*OVirtMachine) Hub() {}
+
+// +kubebuilder:object:root=true
+
+// OVirtMachineList is a list of OVirtMachines.
+type OVirtMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the OVirtMachines.
+	Items []OVirtMachine `json:"items"`
+}

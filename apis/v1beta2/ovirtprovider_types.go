@@ -1,0 +1,195 @@
+package v1beta2
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// OVirtProviderSpec holds the connection parameters of one oVirt Engine.
+type OVirtProviderSpec struct {
+	// engine is the URL of the oVirt Engine REST API, for example
+	// "https://ovirt.example.com/ovirt-engine/api" (no trailing slash).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	Engine string `json:"engine"`
+
+	// credentialsSecretName is the name of a Secret in the operator namespace (capov-system)
+	// with the keys "username" and "password" of the oVirt service account.
+	// When it is empty or the Secret does not exist, spec.user and spec.pass are used.
+	// Updates of an OVirtProvider that leave it empty are refused at admission.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`
+
+	// user is the oVirt user name, for example "admin@internal".
+	// Deprecated: store the credentials in the Secret named by spec.credentialsSecretName.
+	// It is used only when that Secret is not set or not found, and will be removed.
+	// +optional
+	User string `json:"user,omitempty"`
+
+	// pass is the oVirt password in clear text.
+	// Deprecated: store the credentials in the Secret named by spec.credentialsSecretName.
+	// It is used only when that Secret is not set or not found, and will be removed.
+	// +optional
+	Pass string `json:"pass,omitempty"`
+
+	// tls selects how the Engine certificate is verified. Without it the system CA pool is used.
+	// +optional
+	TLS *OVirtProviderTLS `json:"tls,omitempty"`
+
+	// diskclone is the provider-wide default for cloning the template disks of new VMs:
+	// true clones them (independent disks, needed for another storage domain), false creates
+	// thin disks that depend on the template. OVirtMachine spec.diskclone takes precedence;
+	// when both are empty the disk-clone feature gate decides. Existing VMs are not changed.
+	// +optional
+	DiskClone *bool `json:"diskclone,omitempty"`
+
+	// storagedomainname is the provider-wide default storage domain for the disks of new VMs
+	// when an OVirtMachine does not name one. A storage domain other than the template's
+	// requires cloning (diskclone true on the machine, on this provider, or the disk-clone gate).
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	StorageDomainName string `json:"storagedomainname,omitempty"`
+}
+
+// OVirtProviderTLS selects one of three ways to verify the oVirt Engine certificate.
+type OVirtProviderTLS struct {
+	// insecure disables certificate verification. For development and diagnosis only.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// cert, when true, verifies the Engine certificate against the system CA pool
+	// (a publicly trusted certificate). This is also what happens when no certs are given.
+	// +optional
+	Cert bool `json:"cert,omitempty"`
+
+	// certs is the base64-encoded PEM of the CA certificate(s) that signed the Engine
+	// certificate (an own CA). Only these CAs are trusted: they are not added to the system pool.
+	// When set, it takes precedence over cert.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1048576
+	Certs string `json:"certs,omitempty"`
+}
+
+// OVirtProviderStatus is the observed state of an OVirtProvider.
+type OVirtProviderStatus struct {
+	// conditions describe the connection to the Engine: CanConnectToOVirt (its reason says why
+	// the Engine cannot be used) and the Ready summary.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// engineVersion is the oVirt Engine version reported at the last successful check.
+	// +optional
+	EngineVersion string `json:"engineVersion,omitempty"`
+
+	// lastCheckTime is when connectivity was last checked.
+	// +optional
+	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
+
+	// observedGeneration is the spec generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// deprecated groups the fields of the v1beta1 API version.
+	// +optional
+	Deprecated *OVirtProviderDeprecatedStatus `json:"deprecated,omitempty"`
+}
+
+// OVirtProviderDeprecatedStatus groups the deprecated status fields of OVirtProvider.
+type OVirtProviderDeprecatedStatus struct {
+	// v1beta1 holds the status fields of the v1beta1 API version.
+	// +optional
+	V1Beta1 *OVirtProviderV1Beta1DeprecatedStatus `json:"v1beta1,omitempty"`
+}
+
+// OVirtProviderV1Beta1DeprecatedStatus holds the OVirtProvider status fields of v1beta1 that
+// v1beta2 replaced with the Ready condition.
+type OVirtProviderV1Beta1DeprecatedStatus struct {
+	// ready is the v1beta1 status.ready: true when the Engine answered with the configured
+	// credentials at the last check (the Ready condition in v1beta2).
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
+	// conditions are the conditions in the Cluster API v1beta1 format (with a severity).
+	// +optional
+	Conditions clusterv1.Conditions `json:"conditions,omitempty"`
+
+	// failureReason is the v1beta1 status.failureReason.
+	// +optional
+	FailureReason *string `json:"failureReason,omitempty"`
+
+	// failureMessage explains failureReason for a human.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	FailureMessage *string `json:"failureMessage,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=ovirtproviders,scope=Cluster,shortName=capovp,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-ovirt"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status",description="Engine reachable with the configured credentials"
+// +kubebuilder:printcolumn:name="Engine",type="string",JSONPath=".spec.engine",description="oVirt Engine API URL"
+// +kubebuilder:printcolumn:name="Version",type="string",JSONPath=".status.engineVersion",description="oVirt Engine version"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='CanConnectToOVirt')].reason",description="Why the Engine cannot be used"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// OVirtProvider stores the connection parameters of one oVirt Engine. It is cluster-scoped:
+// OVirtMachines of any namespace reference it by name in spec.provider.
+type OVirtProvider struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired connection configuration.
+	// +required
+	Spec OVirtProviderSpec `json:"spec"`
+	// status is the observed connection state.
+	// +optional
+	Status OVirtProviderStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the conditions (metav1.Condition).
+func (p *OVirtProvider) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions replaces the conditions.
+func (p *OVirtProvider) SetConditions(conds []metav1.Condition) { p.Status.Conditions = conds }
+
+// GetV1Beta1Conditions returns the deprecated v1beta1 conditions.
+func (p *OVirtProvider) GetV1Beta1Conditions() clusterv1.Conditions {
+	if p.Status.Deprecated == nil || p.Status.Deprecated.V1Beta1 == nil {
+		return nil
+	}
+	return p.Status.Deprecated.V1Beta1.Conditions
+}
+
+// SetV1Beta1Conditions replaces the deprecated v1beta1 conditions.
+func (p *OVirtProvider) SetV1Beta1Conditions(conds clusterv1.Conditions) {
+	if p.Status.Deprecated == nil {
+		p.Status.Deprecated = &OVirtProviderDeprecatedStatus{}
+	}
+	if p.Status.Deprecated.V1Beta1 == nil {
+		p.Status.Deprecated.V1Beta1 = &OVirtProviderV1Beta1DeprecatedStatus{}
+	}
+	p.Status.Deprecated.V1Beta1.Conditions = conds
+}
+
+// Hub marks v1beta2 as the conversion hub.
+func (*OVirtProvider) Hub() {}
+
+// +kubebuilder:object:root=true
+
+// OVirtProviderList is a list of OVirtProviders.
+type OVirtProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the OVirtProviders.
+	Items []OVirtProvider `json:"items"`
+}

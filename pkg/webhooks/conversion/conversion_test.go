@@ -1,0 +1,251 @@
+package conversion
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	utilconversion "sigs.k8s.io/cluster-api/util/conversion"
+	"sigs.k8s.io/randfill"
+
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := infrav1beta1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := infrav1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fuzzerFuncs normalise what both versions express the same way (an empty struct and no
+// struct), so that the round trips compare meaning, not allocation.
+func fuzzerFuncs(_ runtimeserializer.CodecFactory) []any {
+	return []any{
+		func(in *infrav1beta1.OVirtMachineSpec, c randfill.Continue) {
+			c.FillNoCustom(in)
+			if in.ProviderID != nil && *in.ProviderID == "" {
+				in.ProviderID = nil
+			}
+		},
+		func(in *infrav1beta1.OVirtMachineStatus, c randfill.Continue) {
+			c.FillNoCustom(in)
+			if in.V1Beta2 != nil && in.V1Beta2.Conditions == nil {
+				in.V1Beta2 = nil
+			}
+		},
+		func(in *infrav1beta1.OVirtClusterStatus, c randfill.Continue) {
+			c.FillNoCustom(in)
+			if in.V1Beta2 != nil && in.V1Beta2.Conditions == nil {
+				in.V1Beta2 = nil
+			}
+		},
+		func(in *infrav1beta1.OVirtProviderStatus, c randfill.Continue) {
+			c.FillNoCustom(in)
+			if in.V1Beta2 != nil && in.V1Beta2.Conditions == nil {
+				in.V1Beta2 = nil
+			}
+		},
+		func(in *infrav1.OVirtMachineStatus, c randfill.Continue) {
+			c.FillNoCustom(in)
+			in.Deprecated = normaliseDeprecated(in.Deprecated)
+		},
+		func(in *infrav1.OVirtClusterStatus, c randfill.Continue) {
+			c.FillNoCustom(in)
+			in.Deprecated = normaliseDeprecated(in.Deprecated)
+		},
+		func(in *infrav1.OVirtProviderStatus, c randfill.Continue) {
+			c.FillNoCustom(in)
+			if d := in.Deprecated; d != nil && (d.V1Beta1 == nil || (!d.V1Beta1.Ready && d.V1Beta1.Conditions == nil && d.V1Beta1.FailureReason == nil && d.V1Beta1.FailureMessage == nil)) {
+				in.Deprecated = nil
+			}
+		},
+	}
+}
+
+func normaliseDeprecated(d *infrav1.DeprecatedStatus) *infrav1.DeprecatedStatus {
+	if d == nil || d.V1Beta1 == nil {
+		return nil
+	}
+	if v := d.V1Beta1; v.Conditions == nil && v.FailureReason == nil && v.FailureMessage == nil {
+		return nil
+	}
+	return d
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestFuzzyConversion round-trips every kind 10,000 times each way (spoke-hub-spoke and
+// hub-spoke-hub) with Cluster API's spoke-converter fuzz test: nothing may be lost.
+func TestFuzzyConversion(t *testing.T) {
+	s := testScheme(t)
+	t.Run("OVirtMachine", utilconversion.SpokeConverterFuzzTestFunc(utilconversion.SpokeConverterFuzzTestFuncInput[*infrav1.OVirtMachine, *infrav1beta1.OVirtMachine]{
+		Scheme: s, FuzzerFuncs: []fuzzer.FuzzerFuncs{fuzzerFuncs},
+		ConvertHubToSpokeFunc: ConvertOVirtMachineHubToSpoke, ConvertSpokeToHubFunc: ConvertOVirtMachineSpokeToHub,
+	}))
+	t.Run("OVirtCluster", utilconversion.SpokeConverterFuzzTestFunc(utilconversion.SpokeConverterFuzzTestFuncInput[*infrav1.OVirtCluster, *infrav1beta1.OVirtCluster]{
+		Scheme: s, FuzzerFuncs: []fuzzer.FuzzerFuncs{fuzzerFuncs},
+		ConvertHubToSpokeFunc: ConvertOVirtClusterHubToSpoke, ConvertSpokeToHubFunc: ConvertOVirtClusterSpokeToHub,
+	}))
+	t.Run("OVirtMachineTemplate", utilconversion.SpokeConverterFuzzTestFunc(utilconversion.SpokeConverterFuzzTestFuncInput[*infrav1.OVirtMachineTemplate, *infrav1beta1.OVirtMachineTemplate]{
+		Scheme: s, FuzzerFuncs: []fuzzer.FuzzerFuncs{fuzzerFuncs},
+		ConvertHubToSpokeFunc: ConvertOVirtMachineTemplateHubToSpoke, ConvertSpokeToHubFunc: ConvertOVirtMachineTemplateSpokeToHub,
+	}))
+	t.Run("OVirtProvider", utilconversion.SpokeConverterFuzzTestFunc(utilconversion.SpokeConverterFuzzTestFuncInput[*infrav1.OVirtProvider, *infrav1beta1.OVirtProvider]{
+		Scheme: s, FuzzerFuncs: []fuzzer.FuzzerFuncs{fuzzerFuncs},
+		ConvertHubToSpokeFunc: ConvertOVirtProviderHubToSpoke, ConvertSpokeToHubFunc: ConvertOVirtProviderSpokeToHub,
+		// OVirtProviders carry no conversion-data annotation: the round trip must hold without it.
+		SkipSpokeAnnotationCleanup: true,
+	}))
+}
+
+var when = metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+
+// TestMachineConversionSemantics pins the meaning of the mapping, not just its reversibility.
+func TestMachineConversionSemantics(t *testing.T) {
+	ctx := context.Background()
+	spoke := &infrav1beta1.OVirtMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"},
+		Spec:       infrav1beta1.OVirtMachineSpec{ProviderID: ptr("ovirt://0b0e6c1a-2f4e-4d38-9d51-0c5d1b1f6e01")},
+		Status: infrav1beta1.OVirtMachineStatus{
+			Ready:          true,
+			Addresses:      []infrav1beta1.MachineAddress{{Type: infrav1beta1.MachineInternalIP, Address: "10.0.0.5"}},
+			FailureReason:  ptr(infrav1beta1.VMDeletedOutOfBandFailure),
+			FailureMessage: ptr("the VM was removed"),
+			Conditions: infrav1beta1.Conditions{{
+				Type: infrav1beta1.MachineOnCondition, Status: corev1.ConditionFalse, Severity: infrav1beta1.ConditionSeverityInfo,
+				LastTransitionTime: when, Reason: infrav1beta1.VMPoweringUpReason, Message: "powering up",
+			}},
+			V1Beta2: &infrav1beta1.OVirtV1Beta2Status{Conditions: []metav1.Condition{{
+				Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.VMDeletedOutOfBandFailure, LastTransitionTime: when,
+			}}},
+		},
+	}
+	hub := &infrav1.OVirtMachine{}
+	if err := ConvertOVirtMachineSpokeToHub(ctx, spoke.DeepCopy(), hub); err != nil {
+		t.Fatal(err)
+	}
+	if hub.Spec.ProviderID != *spoke.Spec.ProviderID {
+		t.Errorf("providerID: got %q", hub.Spec.ProviderID)
+	}
+	if p := hub.Status.Initialization.Provisioned; p == nil || !*p {
+		t.Errorf("ready=true must become initialization.provisioned=true, got %v", p)
+	}
+	if len(hub.Status.Conditions) != 1 || hub.Status.Conditions[0].Type != infrav1.ReadyCondition {
+		t.Errorf("status.v1beta2.conditions must become status.conditions, got %+v", hub.Status.Conditions)
+	}
+	d := hub.Status.Deprecated
+	if d == nil || d.V1Beta1 == nil || len(d.V1Beta1.Conditions) != 1 || d.V1Beta1.Conditions[0].Severity != clusterv1.ConditionSeverityInfo {
+		t.Fatalf("status.conditions must move to status.deprecated.v1beta1.conditions with their severity, got %+v", d)
+	}
+	if *d.V1Beta1.FailureReason != infrav1beta1.VMDeletedOutOfBandFailure || *d.V1Beta1.FailureMessage != "the VM was removed" {
+		t.Errorf("failure fields must move to status.deprecated.v1beta1, got %+v", d.V1Beta1)
+	}
+	if hub.Status.Addresses[0].Address != "10.0.0.5" || hub.Status.Addresses[0].Type != clusterv1.MachineInternalIP {
+		t.Errorf("addresses: got %+v", hub.Status.Addresses)
+	}
+	if _, ok := hub.Annotations[DataAnnotation]; ok {
+		t.Error("a hub object must never carry the conversion-data annotation")
+	}
+
+	// Down: provisioned=false is not expressible in v1beta1 (ready=false is "unset"); the
+	// annotation keeps it, and a clear-failure patch made in v1beta1 is not undone by it.
+	hub.Status.Initialization.Provisioned = ptr(false)
+	back := &infrav1beta1.OVirtMachine{}
+	if err := ConvertOVirtMachineHubToSpoke(ctx, hub.DeepCopy(), back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Status.Ready {
+		t.Error("provisioned=false must read as ready=false")
+	}
+	if _, ok := back.Annotations[DataAnnotation]; !ok {
+		t.Fatal("a v1beta1 OVirtMachine must carry the conversion-data annotation")
+	}
+	back.Status.FailureReason, back.Status.FailureMessage = nil, nil // the documented v1beta1 clear-failure patch
+	again := &infrav1.OVirtMachine{}
+	if err := ConvertOVirtMachineSpokeToHub(ctx, back, again); err != nil {
+		t.Fatal(err)
+	}
+	if p := again.Status.Initialization.Provisioned; p == nil || *p {
+		t.Errorf("the explicit provisioned=false must survive the v1beta1 round trip, got %v", p)
+	}
+	if again.Status.Deprecated != nil && again.Status.Deprecated.V1Beta1 != nil && again.Status.Deprecated.V1Beta1.FailureReason != nil {
+		t.Error("clearing failureReason in v1beta1 must clear it in v1beta2; the annotation must not bring it back")
+	}
+}
+
+// TestProviderConversionCarriesNoAnnotation: an OVirtProvider's spec may hold a password and a
+// CA bundle larger than the 256 KiB annotation limit; it is never copied into an annotation.
+func TestProviderConversionCarriesNoAnnotation(t *testing.T) {
+	ctx := context.Background()
+	hub := &infrav1.OVirtProvider{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: infrav1.OVirtProviderSpec{
+			Engine: "https://engine/ovirt-engine/api", User: "admin@internal", Pass: "s3cret-password",
+			TLS: &infrav1.OVirtProviderTLS{Certs: strings.Repeat("QUJD", 200000)},
+		},
+		Status: infrav1.OVirtProviderStatus{
+			Conditions: []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason, LastTransitionTime: when}},
+			Deprecated: &infrav1.OVirtProviderDeprecatedStatus{V1Beta1: &infrav1.OVirtProviderV1Beta1DeprecatedStatus{Ready: true}},
+		},
+	}
+	spoke := &infrav1beta1.OVirtProvider{}
+	if err := ConvertOVirtProviderHubToSpoke(ctx, hub, spoke); err != nil {
+		t.Fatal(err)
+	}
+	if len(spoke.Annotations) != 0 {
+		t.Fatalf("OVirtProvider got annotations %v", keys(spoke.Annotations))
+	}
+	if !spoke.Status.Ready || spoke.Status.V1Beta2 == nil || spoke.Status.V1Beta2.Conditions[0].Type != infrav1.ReadyCondition {
+		t.Errorf("ready and the metav1 conditions must reach v1beta1, got %+v", spoke.Status)
+	}
+	back := &infrav1.OVirtProvider{}
+	if err := ConvertOVirtProviderSpokeToHub(ctx, spoke, back); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(hub, back) {
+		t.Error("OVirtProvider did not round-trip")
+	}
+}
+
+// TestConvertersCoverEveryVersion: controller-runtime refuses a hub/spoke converter that misses
+// a version of the scheme; this is what the webhook binary registers.
+func TestConvertersCoverEveryVersion(t *testing.T) {
+	s := testScheme(t)
+	for name, c := range map[string]func(*runtime.Scheme) (any, error){
+		"OVirtMachine":         wrap(OVirtMachineConverter()),
+		"OVirtCluster":         wrap(OVirtClusterConverter()),
+		"OVirtMachineTemplate": wrap(OVirtMachineTemplateConverter()),
+		"OVirtProvider":        wrap(OVirtProviderConverter()),
+	} {
+		if _, err := c(s); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func wrap[T any](f func(*runtime.Scheme) (T, error)) func(*runtime.Scheme) (any, error) {
+	return func(s *runtime.Scheme) (any, error) { return f(s) }
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
