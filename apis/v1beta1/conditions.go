@@ -1,6 +1,5 @@
 package v1beta1
 
-
 // Condition types. Each OVirtMachine lifecycle step reports one condition (product doc §4.3,
 // §5.3); Ready summarises them. They are CAPI v1beta1 conditions, so a False condition carries
 // a severity: Info while CAPOV waits for something that resolves itself, Warning when a user

@@ -1,6 +1,5 @@
 package v1beta2
 
-
 // Condition types (status.conditions, metav1.Condition). Each OVirtMachine lifecycle step
 // reports one condition (product doc §4.3, §5.3) with the same type and reasons as in v1beta1;
 // Ready summarises them and Paused says whether CAPOV acts. The same steps are also kept in the
