@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/envtest"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
@@ -77,7 +77,9 @@ func Run(ctx context.Context, opts Options) error {
 		"OVIRT_URL": stack.SimURL, "OVIRT_USERNAME": stack.SimUsername, "OVIRT_PASSWORD": stack.SimPassword,
 		"OVIRT_CA_B64": base64.StdEncoding.EncodeToString(stack.SimCAPEM),
 	}
-	fmt.Fprintln(out, "Applying docs/examples (credentials Secret, OVirtProvider, Cluster + OVirtCluster, bootstrap data, a control-plane machine, 3 workers)")
+	fmt.Fprintln(out, "Applying docs/examples (credentials Secret, OVirtProvider, Cluster + OVirtCluster, bootstrap data, a control-plane machine, 3 workers):")
+	fmt.Fprintln(out, "  the CAPI objects are cluster.x-k8s.io/v1beta2; the CAPOV objects are the product doc's infrastructure.cluster.x-k8s.io/v1beta1,")
+	fmt.Fprintln(out, "  admitted and converted by the webhook and stored as v1beta2, the version the manager and CAPI read")
 	files, err := filepath.Glob(filepath.Join(root, "docs", "examples", "*.yaml"))
 	if err != nil {
 		return err
@@ -174,8 +176,9 @@ func status(ctx context.Context, c client.Client) (string, bool, error) {
 	}
 	fmt.Fprintln(w, "OVIRTPROVIDER\tREADY\tVERSION\tREASON")
 	for _, p := range providers.Items {
-		fmt.Fprintf(w, "capovp/%s\t%t\t%s\t%s\n", p.Name, p.Status.Ready, p.Status.EngineVersion, v1beta1conditions.GetReason(&p, infrav1.CanConnectToOVirtCondition))
-		ready = ready && p.Status.Ready
+		fmt.Fprintf(w, "capovp/%s\t%s\t%s\t%s\n", p.Name, conditionStatus(p.Status.Conditions, infrav1.ReadyCondition), p.Status.EngineVersion,
+			conditionReason(p.Status.Conditions, infrav1.CanConnectToOVirtCondition))
+		ready = ready && isTrue(p.Status.Conditions, infrav1.ReadyCondition)
 	}
 	clusters := &infrav1.OVirtClusterList{}
 	if err := c.List(ctx, clusters, client.InNamespace("demo")); err != nil {
@@ -183,8 +186,8 @@ func status(ctx context.Context, c client.Client) (string, bool, error) {
 	}
 	fmt.Fprintln(w, "OVIRTCLUSTER\tCONTROLPLANE ENDPOINT\tREADY")
 	for _, oc := range clusters.Items {
-		fmt.Fprintf(w, "capovc/%s\t%s\t%t\n", oc.Name, oc.Spec.ControlPlaneEndpoint.Host, oc.Status.Ready)
-		ready = ready && oc.Status.Ready
+		fmt.Fprintf(w, "capovc/%s\t%s\t%s\n", oc.Name, oc.Spec.ControlPlaneEndpoint.Host, conditionStatus(oc.Status.Conditions, infrav1.ReadyCondition))
+		ready = ready && isTrue(oc.Status.Conditions, infrav1.ReadyCondition)
 	}
 	machines := &infrav1.OVirtMachineList{}
 	if err := c.List(ctx, machines, client.InNamespace("demo")); err != nil {
@@ -201,11 +204,11 @@ func status(ctx context.Context, c client.Client) (string, bool, error) {
 	fmt.Fprintln(w, "OVIRTMACHINE\tREADY\tOVIRT STATE\tMACHINE PHASE\tREASON")
 	for _, m := range machines.Items {
 		reason := ""
-		if c := v1beta1conditions.Get(&m, clusterv1beta1.ReadyCondition); c != nil && c.Status != "True" {
-			reason = c.Reason
+		if !isTrue(m.Status.Conditions, infrav1.ReadyCondition) {
+			reason = conditionReason(m.Status.Conditions, infrav1.ReadyCondition)
 		}
-		fmt.Fprintf(w, "capovm/%s\t%t\t%s\t%s\t%s\n", m.Name, m.Status.Ready, m.Status.VMState, phase[m.Name], reason)
-		ready = ready && m.Status.Ready && phase[m.Name] == string(clusterv1.MachinePhaseRunning)
+		fmt.Fprintf(w, "capovm/%s\t%s\t%s\t%s\t%s\n", m.Name, conditionStatus(m.Status.Conditions, infrav1.ReadyCondition), m.Status.VMState, phase[m.Name], reason)
+		ready = ready && isTrue(m.Status.Conditions, infrav1.ReadyCondition) && phase[m.Name] == string(clusterv1.MachinePhaseRunning)
 	}
 	_ = w.Flush()
 	return b.String(), ready && len(providers.Items) > 0 && len(clusters.Items) > 0 && len(machines.Items) == 4, nil
@@ -217,9 +220,9 @@ func diagnose(ctx context.Context, stack *harness.Stack, out io.Writer) {
 	machines := &infrav1.OVirtMachineList{}
 	if err := stack.MgmtClient().List(ctx, machines); err == nil {
 		for _, m := range machines.Items {
-			fmt.Fprintf(out, "OVirtMachine %s/%s ready=%t vmID=%s\n", m.Namespace, m.Name, m.Status.Ready, m.Status.VMID)
+			fmt.Fprintf(out, "OVirtMachine %s/%s Ready=%s vmID=%s\n", m.Namespace, m.Name, conditionStatus(m.Status.Conditions, infrav1.ReadyCondition), m.Status.VMID)
 			for _, c := range m.Status.Conditions {
-				fmt.Fprintf(out, "  %s=%s %s %s %s\n", c.Type, c.Status, c.Severity, c.Reason, c.Message)
+				fmt.Fprintf(out, "  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 			}
 		}
 	}
@@ -228,6 +231,22 @@ func diagnose(ctx context.Context, stack *harness.Stack, out io.Writer) {
 			fmt.Fprintf(out, "--- last lines of %s (%s):\n%s\n", p.Name, p.LogPath, harness.Tail(p.Logs(), 15))
 		}
 	}
+}
+
+func isTrue(conds []metav1.Condition, t string) bool { return meta.IsStatusConditionTrue(conds, t) }
+
+func conditionStatus(conds []metav1.Condition, t string) string {
+	if c := meta.FindStatusCondition(conds, t); c != nil {
+		return string(c.Status)
+	}
+	return "Unknown"
+}
+
+func conditionReason(conds []metav1.Condition, t string) string {
+	if c := meta.FindStatusCondition(conds, t); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 func printNextSteps(out io.Writer, stack *harness.Stack, workDir string) {
@@ -239,6 +258,7 @@ Everything is Ready. The management cluster is at:
 
 Things to try:
   kubectl get capovp,capovc,capovm -A -o wide
+  kubectl get capovm.v1beta1.infrastructure.cluster.x-k8s.io -n demo      # the same machines in the product doc's v1beta1
   kubectl get machines -n demo
   kubectl get capovm -n demo -o jsonpath='{range .items[0].status.conditions[*]}{.type}{"\t"}{.status}{"\t"}{.reason}{"\n"}{end}'
   kubectl get capovm -n demo -o custom-columns='NAME:.metadata.name,MACHINEON:.status.conditions[?(@.type=="MachineOn")].reason,ADDRESSES:.status.addresses[*].address'   # the workers' image has no guest agent: addresses from their Nodes
