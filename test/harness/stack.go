@@ -44,6 +44,15 @@ type StackOptions struct {
 	ManagerArgs, WebhookArgs []string
 	// Log is the logger of in-process components.
 	Log logr.Logger
+	// Binaries are prebuilt "manager" and "webhook" binaries to run instead of building this
+	// repository's (the upgrade test runs a previous release's).
+	Binaries map[string]string
+	// WebhookManifests is the admission webhook configuration registered in the API server
+	// (default: config/webhook/manifests.yaml).
+	WebhookManifests string
+	// InstallCRDs, when set, installs the CAPOV CRDs instead of the harness (which then starts
+	// the control plane without them); it runs before the webhook and manager start.
+	InstallCRDs func(ctx context.Context, env *envtest.Environment) error
 }
 
 // Stack is a running CAPOV installation: management and workload control planes, the oVirt
@@ -69,6 +78,10 @@ type Stack struct {
 	WebhookAddr string
 	// ManagerBin is the manager binary (to start more managers).
 	ManagerBin string
+	// webhookArgs are the flags the webhook was started with (StartWebhook reuses them).
+	webhookArgs   []string
+	webhookHealth int
+	webhookStarts int
 
 	opts    StackOptions
 	cancels []context.CancelFunc
@@ -103,6 +116,10 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	s.say("Building the manager, webhook and helper binaries")
 	bins := map[string]string{}
 	for _, name := range []string{"manager", "webhook"} {
+		if prebuilt := opts.Binaries[name]; prebuilt != "" {
+			bins[name] = prebuilt
+			continue
+		}
 		if bins[name], err = BuildBinary(ctx, root, filepath.Join(opts.WorkDir, "bin"), name); err != nil {
 			return nil, err
 		}
@@ -122,12 +139,21 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	if err != nil {
 		return nil, err
 	}
-	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{Webhooks: crenvtest.WebhookInstallOptions{
-		Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
+	manifests := opts.WebhookManifests
+	if manifests == "" {
+		manifests = filepath.Join(root, "config", "webhook", "manifests.yaml")
+	}
+	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, Webhooks: crenvtest.WebhookInstallOptions{
+		Paths:            []string{manifests},
 		LocalServingHost: "127.0.0.1",
 		LocalServingPort: webhookPort,
 	}}); err != nil {
 		return nil, err
+	}
+	if opts.InstallCRDs != nil {
+		if err := opts.InstallCRDs(ctx, s.Mgmt); err != nil {
+			return nil, fmt.Errorf("installing the CAPOV CRDs: %w", err)
+		}
 	}
 	// envtest generated a CA and a serving certificate for 127.0.0.1 and registered the
 	// webhook configurations with that CA; the webhook serves its certificate.
@@ -160,13 +186,12 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	metrics, _ := freePort()
 	s.WebhookAddr = fmt.Sprintf("127.0.0.1:%d", webhookPort)
 	s.WebhookMetricsAddr = fmt.Sprintf("127.0.0.1:%d", metrics)
-	if s.Webhook, err = Start("webhook", bins["webhook"], append([]string{
+	s.webhookHealth = health
+	s.webhookArgs = append([]string{
 		"--kubeconfig=" + s.KubeconfigPath, "--webhook-port=" + strconv.Itoa(webhookPort), "--cert-dir=" + certDir,
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + s.WebhookMetricsAddr,
-	}, opts.WebhookArgs...), nil, filepath.Join(opts.WorkDir, "logs", "webhook.log")); err != nil {
-		return nil, err
-	}
-	if err := WaitReady(ctx, s.Webhook, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+	}, opts.WebhookArgs...)
+	if err := s.StartWebhook(ctx, bins["webhook"]); err != nil {
 		return nil, err
 	}
 
@@ -223,6 +248,23 @@ func (s *Stack) StartManager(ctx context.Context, name string, args []string) (*
 		return nil, "", err
 	}
 	return p, metricsAddr, nil
+}
+
+// StartWebhook starts the webhook binary bin with the stack's webhook flags (address,
+// certificate, health and metrics endpoints) and waits until it is ready. The previous webhook
+// process must have been stopped.
+func (s *Stack) StartWebhook(ctx context.Context, bin string) error {
+	s.webhookStarts++
+	logName := "webhook.log"
+	if s.webhookStarts > 1 {
+		logName = fmt.Sprintf("webhook-%d.log", s.webhookStarts)
+	}
+	p, err := Start("webhook", bin, s.webhookArgs, nil, filepath.Join(s.opts.WorkDir, "logs", logName))
+	if err != nil {
+		return err
+	}
+	s.Webhook = p
+	return WaitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.webhookHealth))
 }
 
 func (s *Stack) goRun(f func(ctx context.Context)) {
