@@ -148,14 +148,15 @@ func conversionReview(dir Direction, batch int) (reviewBody, string, error) {
 func RealisticMachine(name string) *infrav1.OVirtMachine {
 	now := metav1.NewTime(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	conds := []metav1.Condition{}
-	v1beta1Conds := clusterv1.Conditions{}
+	// The deprecated v1beta1 conditions are part of the v1beta2 status until v1beta1 goes.
+	v1beta1Conds := clusterv1.Conditions{} //nolint:staticcheck // status.deprecated.v1beta1.conditions
 	for _, t := range []string{"Ready", "Paused", "CanConnectToOVirt", "MachineCreated", "MachineDiskResized", "MachineNetworkSet", "MachineOn", "K8sProviderIDSetup"} {
 		status, reason := metav1.ConditionTrue, t
 		if t == "Paused" {
 			status, reason = metav1.ConditionFalse, "NotPaused"
 		}
 		conds = append(conds, metav1.Condition{Type: t, Status: status, Reason: reason, ObservedGeneration: 1, LastTransitionTime: now})
-		v1beta1Conds = append(v1beta1Conds, clusterv1.Condition{Type: clusterv1.ConditionType(t), Status: "True", LastTransitionTime: now})
+		v1beta1Conds = append(v1beta1Conds, clusterv1.Condition{Type: clusterv1.ConditionType(t), Status: "True", LastTransitionTime: now}) //nolint:staticcheck // as above
 	}
 	return &infrav1.OVirtMachine{
 		TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "OVirtMachine"},
