@@ -27,6 +27,7 @@ import (
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/webhooks/conversion"
 	"github.com/capov/capov/test/envtest"
+	"github.com/capov/capov/test/webhookload"
 )
 
 var ourCRDs = []string{"ovirtproviders", "ovirtclusters", "ovirtmachines", "ovirtmachinetemplates"}
@@ -364,4 +365,18 @@ func toV1Beta1(hub client.Object) (client.Object, error) {
 		return out, conversion.ConvertOVirtClusterHubToSpoke(ctx, h, out)
 	}
 	return nil, apierrors.NewBadRequest("unknown kind")
+}
+
+// TestConversionLoadModeAgainstTheServer keeps test/webhookload's conversion mode working
+// against this server's /convert (the benchmark's numbers come from the same code).
+func TestConversionLoadModeAgainstTheServer(t *testing.T) {
+	for _, dir := range []webhookload.Direction{webhookload.ToV1Beta2, webhookload.ToV1Beta1} {
+		t.Run(string(dir), func(t *testing.T) {
+			g := NewWithT(t)
+			res, err := webhookload.RunConversion(context.Background(), "https://"+suite.webhookAddr, suite.ca.pem, dir, 2, 3, 100)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.Requests).To(Equal(6))
+			g.Expect(res.Errors).To(BeZero(), "every ConversionReview converts all 100 objects")
+		})
+	}
 }
