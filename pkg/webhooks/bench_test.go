@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 // mapReader serves OVirtProviders from a map with a deep copy per read, which is what the
@@ -85,7 +85,7 @@ func BenchmarkAdmissionOVirtMachineValidateUpdate(b *testing.B) {
 	h := admission.WithValidator(testScheme(), admission.Validator[*infrav1.OVirtMachine](benchMachineWebhook()))
 	old := machine(func(m *infrav1.OVirtMachine) { m.Spec.DiskClone = ptr.To(true) })
 	m := old.DeepCopy()
-	m.Spec.ProviderID = ptr.To("ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11")
+	m.Spec.ProviderID = "ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11"
 	benchHandler(b, h, request(b, admissionv1.Update, m, old, false))
 }
 

@@ -12,10 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/engineconfig"
 	"github.com/capov/capov/pkg/featuregates"
 )
@@ -98,7 +98,7 @@ func FuzzOVirtMachineCreate(f *testing.F) {
 		machine(),
 		machine(func(m *infrav1.OVirtMachine) { m.Spec.StorageDomainName = "fast-ssd" }),
 		machine(func(m *infrav1.OVirtMachine) { m.Spec.CPU.Sockets, m.Spec.Memory.GuaranteedMB = 0, 1<<40 }),
-		machine(func(m *infrav1.OVirtMachine) { m.Spec.NICs, m.Spec.ProviderID = []infrav1.NIC{{}}, ptr.To("ovirt://") }),
+		machine(func(m *infrav1.OVirtMachine) { m.Spec.NICs, m.Spec.ProviderID = []infrav1.NIC{{}}, "ovirt://" }),
 	} {
 		f.Add(mustJSON(f, m), uint8(1), "fast-ssd", false)
 	}
@@ -134,10 +134,10 @@ func FuzzOVirtMachineCreate(f *testing.F) {
 func FuzzOVirtMachineUpdate(f *testing.F) {
 	base := machine(func(m *infrav1.OVirtMachine) {
 		m.Spec.DiskClone = ptr.To(true)
-		m.Status.FailureReason = ptr.To("OVirtEngineConnectionCritical")
+		deprecated(m).FailureReason = ptr.To("OVirtEngineConnectionCritical")
 	})
-	f.Add(mustJSON(f, base), mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://1") })))
-	f.Add(mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://1") })), mustJSON(f, machine()))
+	f.Add(mustJSON(f, base), mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://1" })))
+	f.Add(mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://1" })), mustJSON(f, machine()))
 	f.Add(mustJSON(f, base), []byte(`{"spec":{"template":"other"},"status":{"failureReason":null}}`))
 	f.Fuzz(func(t *testing.T, oldData, newData []byte) {
 		old, m := &infrav1.OVirtMachine{}, &infrav1.OVirtMachine{}
@@ -163,11 +163,11 @@ func FuzzOVirtMachineUpdate(f *testing.F) {
 			return
 		}
 		oldSpec, newSpec := old.Spec.DeepCopy(), m.Spec.DeepCopy()
-		oldSpec.ProviderID, newSpec.ProviderID = nil, nil
+		oldSpec.ProviderID, newSpec.ProviderID = "", ""
 		if !equality.Semantic.DeepEqual(oldSpec, newSpec) {
 			t.Fatalf("admitted a spec change:\n%+v\n%+v", old.Spec, m.Spec)
 		}
-		if o := ptr.Deref(old.Spec.ProviderID, ""); o != "" && o != ptr.Deref(m.Spec.ProviderID, "") {
+		if o := old.Spec.ProviderID; o != "" && o != m.Spec.ProviderID {
 			t.Fatalf("admitted a providerID change from %q", o)
 		}
 	})
@@ -264,8 +264,8 @@ func FuzzOVirtCluster(f *testing.F) {
 	f.Add("", int32(0), "https://x", int32(-1))
 	f.Fuzz(func(t *testing.T, oldHost string, oldPort int32, host string, port int32) {
 		w := &OVirtClusterWebhook{}
-		old := &infrav1.OVirtCluster{Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1beta1.APIEndpoint{Host: oldHost, Port: oldPort}}}
-		c := &infrav1.OVirtCluster{Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1beta1.APIEndpoint{Host: host, Port: port}}}
+		old := &infrav1.OVirtCluster{Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: oldHost, Port: oldPort}}}
+		c := &infrav1.OVirtCluster{Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: host, Port: port}}}
 		_, err := w.ValidateCreate(context.Background(), c)
 		checkDenial(t, err)
 		if err == nil && !c.Spec.ControlPlaneEndpoint.IsZero() && (strings.TrimSpace(host) == "" || port < 1 || port > 65535) {

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 func TestMain(m *testing.M) {
@@ -155,3 +155,15 @@ func causes(err error) []string {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// deprecated returns m's status.deprecated.v1beta1, allocating it: the v1beta1 failure fields
+// live there in the hub.
+func deprecated(m *infrav1.OVirtMachine) *infrav1.V1Beta1DeprecatedStatus {
+	if m.Status.Deprecated == nil {
+		m.Status.Deprecated = &infrav1.DeprecatedStatus{}
+	}
+	if m.Status.Deprecated.V1Beta1 == nil {
+		m.Status.Deprecated.V1Beta1 = &infrav1.V1Beta1DeprecatedStatus{}
+	}
+	return m.Status.Deprecated.V1Beta1
+}

@@ -6,23 +6,28 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/webhooks/conversion"
 )
 
-// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtcluster,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters,versions=v1beta1,name=validation.ovirtcluster.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtcluster,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters,versions=v1beta2,name=validation.ovirtcluster.infrastructure.cluster.x-k8s.io
 
 // OVirtClusterWebhook validates OVirtClusters.
 type OVirtClusterWebhook struct{}
 
 var _ admission.Validator[*infrav1.OVirtCluster] = &OVirtClusterWebhook{}
 
-// SetupWithManager registers the OVirtCluster webhook with the manager's webhook server.
+// SetupWithManager registers the OVirtCluster webhook with the manager's webhook server,
+// and its v1beta1 <-> v1beta2 converter with the /convert endpoint.
 func (w *OVirtClusterWebhook) SetupWithManager(mgr ctrl.Manager) error {
-	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtCluster{}).WithValidator(w).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtCluster{}).
+		WithConverter(conversion.OVirtClusterConverter()).
+		WithValidator(w).
+		Complete(); err != nil {
 		return fmt.Errorf("setting up the OVirtCluster webhook: %w", err)
 	}
 	return nil
@@ -57,7 +62,7 @@ func (w *OVirtClusterWebhook) ValidateDelete(context.Context, *infrav1.OVirtClus
 
 // ValidateControlPlaneEndpoint checks an endpoint that is set (host or port non-zero): the host
 // must be a bare host name or IP and the port 1-65535.
-func ValidateControlPlaneEndpoint(ep clusterv1beta1.APIEndpoint, path *field.Path) field.ErrorList {
+func ValidateControlPlaneEndpoint(ep clusterv1.APIEndpoint, path *field.Path) field.ErrorList {
 	if ep.IsZero() {
 		return nil
 	}

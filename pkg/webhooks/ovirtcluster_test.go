@@ -6,15 +6,15 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 func ovirtCluster(host string, port int32) *infrav1.OVirtCluster {
 	return &infrav1.OVirtCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "my-cluster", Namespace: "default"},
-		Spec:       infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1beta1.APIEndpoint{Host: host, Port: port}},
+		Spec:       infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: host, Port: port}},
 	}
 }
 

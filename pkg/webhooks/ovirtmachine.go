@@ -11,12 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/webhooks/conversion"
 )
 
-// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,versions=v1beta1,name=default.ovirtmachine.infrastructure.cluster.x-k8s.io
-// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,versions=v1beta1,name=validation.ovirtmachine.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,versions=v1beta2,name=default.ovirtmachine.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,versions=v1beta2,name=validation.ovirtmachine.infrastructure.cluster.x-k8s.io
 
 // OVirtMachineWebhook defaults and validates OVirtMachines.
 type OVirtMachineWebhook struct {
@@ -31,9 +32,13 @@ var (
 	_ admission.Validator[*infrav1.OVirtMachine] = &OVirtMachineWebhook{}
 )
 
-// SetupWithManager registers the OVirtMachine webhooks with the manager's webhook server.
+// SetupWithManager registers the OVirtMachine webhooks with the manager's webhook server,
+// and its v1beta1 <-> v1beta2 converter with the /convert endpoint.
 func (w *OVirtMachineWebhook) SetupWithManager(mgr ctrl.Manager) error {
-	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtMachine{}).WithDefaulter(w).WithValidator(w).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtMachine{}).
+		WithConverter(conversion.OVirtMachineConverter()).
+		WithDefaulter(w).WithValidator(w).
+		Complete(); err != nil {
 		return fmt.Errorf("setting up the OVirtMachine webhooks: %w", err)
 	}
 	return nil
@@ -57,7 +62,7 @@ func (w *OVirtMachineWebhook) Default(ctx context.Context, m *infrav1.OVirtMachi
 				m.Annotations = map[string]string{}
 			}
 			m.Annotations[ClearFailureAnnotation] = "true"
-			log.Info("Asking the manager to clear the failure", "failureReason", ptr.Deref(old.Status.FailureReason, ""))
+			log.Info("Asking the manager to clear the failure", "failureReason", ptr.Deref(failureOf(old).FailureReason, ""))
 		}
 		return nil
 	}
@@ -71,11 +76,22 @@ func (w *OVirtMachineWebhook) Default(ctx context.Context, m *infrav1.OVirtMachi
 	return nil
 }
 
-// failureCleared reports whether an update removes status.failureReason or
-// status.failureMessage that the stored object has.
+// failureCleared reports whether an update removes status.deprecated.v1beta1.failureReason or
+// failureMessage that the stored object has. A v1beta1 client clears status.failureReason and
+// status.failureMessage: the API server converts its request to v1beta2 (matchPolicy
+// Equivalent), where they are these fields.
 func failureCleared(old, m *infrav1.OVirtMachine) bool {
-	return old.Status.FailureReason != nil && m.Status.FailureReason == nil ||
-		old.Status.FailureMessage != nil && m.Status.FailureMessage == nil
+	o, n := failureOf(old), failureOf(m)
+	return o.FailureReason != nil && n.FailureReason == nil ||
+		o.FailureMessage != nil && n.FailureMessage == nil
+}
+
+// failureOf returns the deprecated v1beta1 failure fields of m (zero when there are none).
+func failureOf(m *infrav1.OVirtMachine) infrav1.V1Beta1DeprecatedStatus {
+	if m.Status.Deprecated == nil || m.Status.Deprecated.V1Beta1 == nil {
+		return infrav1.V1Beta1DeprecatedStatus{}
+	}
+	return *m.Status.Deprecated.V1Beta1
 }
 
 // ValidateCreate checks the spec (ValidateVMSpec with the resolved clone mode, and providerID,
@@ -108,7 +124,7 @@ func (w *OVirtMachineWebhook) ValidateUpdate(_ context.Context, oldM, m *infrav1
 				"(create a new one and point the MachineDeployment or KubeadmControlPlane at it), "+
 				"or delete this machine so that Cluster API replaces it"))
 	}
-	oldID, newID := ptr.Deref(oldM.Spec.ProviderID, ""), ptr.Deref(m.Spec.ProviderID, "")
+	oldID, newID := oldM.Spec.ProviderID, m.Spec.ProviderID
 	switch {
 	case oldID == "":
 		// Setting it once is how the manager records the VM; an empty value changes nothing.
@@ -126,8 +142,7 @@ func (w *OVirtMachineWebhook) ValidateDelete(context.Context, *infrav1.OVirtMach
 }
 
 // validateProviderID checks a non-empty spec.providerID has the form the manager writes.
-func validateProviderID(path *field.Path, id *string) field.ErrorList {
-	v := ptr.Deref(id, "")
+func validateProviderID(path *field.Path, v string) field.ErrorList {
 	if v == "" {
 		return nil
 	}

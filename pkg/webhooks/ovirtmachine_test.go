@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 )
 
@@ -52,8 +52,8 @@ func TestOVirtMachineDefaultOnUpdate(t *testing.T) {
 	w := &OVirtMachineWebhook{Reader: readerWith(provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(true) })), Gates: featuregates.Gates{}}
 	failed := func(m *infrav1.OVirtMachine) {
 		m.Spec.DiskClone, m.Spec.StorageDomainName = ptr.To(false), ""
-		m.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
-		m.Status.FailureMessage = ptr.To("OVirtProvider ovirt-prod has an invalid engine URL")
+		deprecated(m).FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
+		deprecated(m).FailureMessage = ptr.To("OVirtProvider ovirt-prod has an invalid engine URL")
 	}
 	tests := []struct {
 		name           string
@@ -62,9 +62,9 @@ func TestOVirtMachineDefaultOnUpdate(t *testing.T) {
 		wantClone      bool
 	}{
 		{"an update that removes failureReason and failureMessage asks the manager to clear them", func(m *infrav1.OVirtMachine) {
-			m.Status.FailureReason, m.Status.FailureMessage = nil, nil
+			deprecated(m).FailureReason, deprecated(m).FailureMessage = nil, nil
 		}, true, false},
-		{"an update that removes only failureMessage asks the manager too", func(m *infrav1.OVirtMachine) { m.Status.FailureMessage = nil }, true, false},
+		{"an update that removes only failureMessage asks the manager too", func(m *infrav1.OVirtMachine) { deprecated(m).FailureMessage = nil }, true, false},
 		{"an update that keeps the failure does not", func(*infrav1.OVirtMachine) {}, false, false},
 		{"an update does not re-resolve diskclone from the provider but keeps the stored value", func(m *infrav1.OVirtMachine) { m.Spec.DiskClone = nil }, false, false},
 	}
@@ -113,10 +113,10 @@ func TestOVirtMachineValidateCreate(t *testing.T) {
 			[]string{"OVirtProvider ovirt-prod does not exist yet: an empty spec.diskclone defaults to the disk-clone feature gate (false)"}},
 		{"a provider storage domain that cloning cannot use is a warning", thinSD, featuregates.Gates{}, machine(), nil,
 			[]string{"OVirtProvider ovirt-prod sets storagedomainname fast-ssd, but diskclone resolves to false here"}},
-		{"a providerID carried over by clusterctl move is admitted", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://1234") }), nil, nil},
-		{"a providerID of another form is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("vsphere://1234") }),
+		{"a providerID carried over by clusterctl move is admitted", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://1234" }), nil, nil},
+		{"a providerID of another form is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vsphere://1234" }),
 			[]string{`spec.providerID: Invalid value: "vsphere://1234": must be ovirt://<vm-id>`}, nil},
-		{"a providerID without a VM id is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://") }),
+		{"a providerID without a VM id is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://" }),
 			[]string{"spec.providerID"}, nil},
 		{"the spec rules apply", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.CPU.Threads = 9 }),
 			[]string{"spec.cpu.threads: Invalid value: 9"}, nil},
@@ -162,15 +162,15 @@ func TestOVirtMachineValidateUpdate(t *testing.T) {
 		wantErr []string
 	}{
 		{"a metadata-only update is admitted", nil, func(m *infrav1.OVirtMachine) { m.Labels = map[string]string{"a": "b"} }, nil},
-		{"setting providerID once is admitted", nil, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://vm-1") }, nil},
-		{"setting providerID from an empty string is admitted", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("") },
-			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://vm-1") }, nil},
-		{"setting a malformed providerID is refused", nil, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("vm-1") }, []string{"spec.providerID: Invalid value"}},
-		{"changing providerID is refused", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://vm-1") },
-			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://vm-2") },
+		{"setting providerID once is admitted", nil, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" }, nil},
+		{"setting providerID from an empty string is admitted", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "" },
+			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" }, nil},
+		{"setting a malformed providerID is refused", nil, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vm-1" }, []string{"spec.providerID: Invalid value"}},
+		{"changing providerID is refused", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" },
+			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-2" },
 			[]string{`spec.providerID: Forbidden: is set once by the manager and cannot be changed or removed afterwards; keep "ovirt://vm-1"`}},
-		{"removing providerID is refused", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("ovirt://vm-1") },
-			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = nil }, []string{"spec.providerID: Forbidden"}},
+		{"removing providerID is refused", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" },
+			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "" }, []string{"spec.providerID: Forbidden"}},
 		{"changing the template is refused", nil, func(m *infrav1.OVirtMachine) { m.Spec.Template = "rhcos-4.15" },
 			[]string{"spec.template: Forbidden: the spec of an OVirtMachine cannot change after create: change the OVirtMachineTemplate instead"}},
 		{"changing several fields names each", nil, func(m *infrav1.OVirtMachine) {
@@ -231,10 +231,10 @@ func TestOVirtMachineHandlers(t *testing.T) {
 		g := NewWithT(t)
 		old := machine(func(m *infrav1.OVirtMachine) {
 			m.Spec.DiskClone = ptr.To(true)
-			m.Status.FailureReason = ptr.To("OVirtEngineConnectionCritical")
+			deprecated(m).FailureReason = ptr.To("OVirtEngineConnectionCritical")
 		})
 		obj := old.DeepCopy()
-		obj.Status.FailureReason = nil
+		deprecated(obj).FailureReason = nil
 		resp := mutate.Handle(context.Background(), request(t, admissionv1.Update, obj, old, false))
 		g.Expect(resp.Allowed).To(BeTrue())
 		g.Expect(resp.Patches).To(ContainElement(HaveField("Path", "/metadata/annotations")))

@@ -12,12 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/webhooks/conversion"
 )
 
-// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachinetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachinetemplates,versions=v1beta1,name=default.ovirtmachinetemplate.infrastructure.cluster.x-k8s.io
-// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachinetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachinetemplates,versions=v1beta1,name=validation.ovirtmachinetemplate.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachinetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachinetemplates,versions=v1beta2,name=default.ovirtmachinetemplate.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachinetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachinetemplates,versions=v1beta2,name=validation.ovirtmachinetemplate.infrastructure.cluster.x-k8s.io
 
 // OVirtMachineTemplateWebhook validates OVirtMachineTemplates with the same rules as
 // OVirtMachine, on spec.template.spec. It does not default diskclone or storagedomainname: the
@@ -34,9 +35,13 @@ var (
 	_ admission.Validator[*infrav1.OVirtMachineTemplate] = &OVirtMachineTemplateWebhook{}
 )
 
-// SetupWithManager registers the OVirtMachineTemplate webhooks with the manager's webhook server.
+// SetupWithManager registers the OVirtMachineTemplate webhooks with the manager's webhook server,
+// and its v1beta1 <-> v1beta2 converter with the /convert endpoint.
 func (w *OVirtMachineTemplateWebhook) SetupWithManager(mgr ctrl.Manager) error {
-	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtMachineTemplate{}).WithDefaulter(w).WithValidator(w).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtMachineTemplate{}).
+		WithConverter(conversion.OVirtMachineTemplateConverter()).
+		WithDefaulter(w).WithValidator(w).
+		Complete(); err != nil {
 		return fmt.Errorf("setting up the OVirtMachineTemplate webhooks: %w", err)
 	}
 	return nil

@@ -11,11 +11,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/engineconfig"
+	"github.com/capov/capov/pkg/webhooks/conversion"
 )
 
-// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtprovider,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,versions=v1beta1,name=validation.ovirtprovider.infrastructure.cluster.x-k8s.io
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtprovider,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,versions=v1beta2,name=validation.ovirtprovider.infrastructure.cluster.x-k8s.io
 
 // credentialsHowTo says how to move to a credentials Secret (product doc §7.1).
 const credentialsHowTo = "create a Secret in the capov-system namespace with the keys username and password " +
@@ -27,9 +28,13 @@ type OVirtProviderWebhook struct{}
 
 var _ admission.Validator[*infrav1.OVirtProvider] = &OVirtProviderWebhook{}
 
-// SetupWithManager registers the OVirtProvider webhook with the manager's webhook server.
+// SetupWithManager registers the OVirtProvider webhook with the manager's webhook server,
+// and its v1beta1 <-> v1beta2 converter with the /convert endpoint.
 func (w *OVirtProviderWebhook) SetupWithManager(mgr ctrl.Manager) error {
-	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtProvider{}).WithValidator(w).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.OVirtProvider{}).
+		WithConverter(conversion.OVirtProviderConverter()).
+		WithValidator(w).
+		Complete(); err != nil {
 		return fmt.Errorf("setting up the OVirtProvider webhook: %w", err)
 	}
 	return nil

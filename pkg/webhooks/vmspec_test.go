@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 )
 
@@ -197,7 +197,7 @@ func TestChangedFields(t *testing.T) {
 	g := NewWithT(t)
 	old := infrav1.OVirtMachineSpec{OVirtVMSpec: vmSpec()}
 	changed := *old.DeepCopy()
-	changed.Template, changed.ProviderID, changed.NICs = "other", ptr.To("ovirt://1"), []infrav1.NIC{{VnicProfile: "x"}}
+	changed.Template, changed.ProviderID, changed.NICs = "other", "ovirt://1", []infrav1.NIC{{VnicProfile: "x"}}
 	paths := changedFields(field.NewPath("spec"), &old, &changed)
 	g.Expect(paths).To(HaveLen(3))
 	g.Expect([]string{paths[0].String(), paths[1].String(), paths[2].String()}).

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -16,7 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 // clusterTemplates are the flavors in templates/ ("" is the default flavor).
@@ -120,6 +121,7 @@ func TestClusterctlGeneratesTheProviderOffline(t *testing.T) {
 			}
 		}
 		g.Expect(managers).To(Equal(1))
+		expectConversionThrough(g, objs, "capov-system")
 		g.Expect(out).To(ContainSubstring("--feature-gates=disk-clone=true"))
 		g.Expect(out).NotTo(ContainSubstring("${"))
 	})
@@ -133,6 +135,7 @@ func TestClusterctlGeneratesTheProviderOffline(t *testing.T) {
 		g.Expect(out).To(ContainSubstring("capov-webhook-service.capov-test.svc"))
 		objs, err := parseYAMLDocs([]byte(out))
 		g.Expect(err).NotTo(HaveOccurred())
+		expectConversionThrough(g, objs, "capov-test")
 		for _, o := range objs {
 			if o.GetKind() == "CustomResourceDefinition" {
 				continue // the descriptions mention the default namespace
@@ -142,6 +145,27 @@ func TestClusterctlGeneratesTheProviderOffline(t *testing.T) {
 			g.Expect(string(b)).NotTo(ContainSubstring("capov-system"), o.GetKind()+"/"+o.GetName())
 		}
 	})
+}
+
+// expectConversionThrough checks that the components hold the webhook Service in ns and that
+// every CAPOV CRD converts through it (/convert) with the CA of the serving certificate in ns.
+func expectConversionThrough(g Gomega, objs []*unstructured.Unstructured, ns string) {
+	var services, crds int
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Service" && o.GetName() == "capov-webhook-service":
+			services++
+			g.Expect(o.GetNamespace()).To(Equal(ns))
+		case o.GetKind() == "CustomResourceDefinition":
+			crds++
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crd)).To(Succeed())
+			g.Expect(crd.Spec.Conversion).To(Equal(wantConversion(ns, "capov-webhook-service")), crd.Name)
+			g.Expect(crd.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", ns+"/capov-serving-cert"), crd.Name)
+		}
+	}
+	g.Expect(services).To(Equal(1), "the webhook Service")
+	g.Expect(crds).To(Equal(4))
 }
 
 // containerNames lists the container names of a Deployment.

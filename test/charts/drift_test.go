@@ -18,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -242,6 +243,12 @@ func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
 
 		g.Expect(got.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"), want.Name)
 		delete(got.Annotations, "helm.sh/resource-policy")
+		// The chart adds the conversion webhook of the capov release (default values: Shturval's
+		// capov-system) and cert-manager's CA injection; the rest is the generated CRD.
+		g.Expect(got.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", namespace+"/capov-serving-cert"), want.Name)
+		delete(got.Annotations, "cert-manager.io/inject-ca-from")
+		g.Expect(got.Spec.Conversion).To(Equal(wantConversion(namespace, "capov-webhook-service")), want.Name)
+		got.Spec.Conversion = nil
 		g.Expect(got).To(Equal(want), "%s: charts/capov-crds is stale; run hack/sync-chart-crds.sh (make generate)", want.Name)
 
 		g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"), want.Name)
@@ -254,13 +261,26 @@ func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
 	}
 }
 
+// wantConversion is the conversion stanza of a CAPOV CRD that calls Service ns/name.
+func wantConversion(ns, name string) *apiextensionsv1.CustomResourceConversion {
+	return &apiextensionsv1.CustomResourceConversion{
+		Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{
+			ConversionReviewVersions: []string{"v1"},
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
+				Namespace: ns, Name: name, Path: ptr.To("/convert"),
+			}},
+		},
+	}
+}
+
 func TestVersionsAgreeAcrossChartsAndClusterctlAssets(t *testing.T) {
 	g := NewWithT(t)
 	main, crds := loadChart(t, "capov").Metadata, loadChart(t, "capov-crds").Metadata
 	g.Expect(crds.Version).To(Equal(main.Version))
 	g.Expect(crds.AppVersion).To(Equal(main.AppVersion))
 
-	// metadata.yaml covers the release with the v1beta1 contract.
+	// metadata.yaml covers the release with the v1beta2 contract and keeps the v1beta1 series.
 	var meta struct {
 		APIVersion    string `json:"apiVersion"`
 		Kind          string `json:"kind"`
@@ -278,12 +298,14 @@ func TestVersionsAgreeAcrossChartsAndClusterctlAssets(t *testing.T) {
 	var major, minor int32
 	_, err = fmt.Sscanf(main.AppVersion, "%d.%d.", &major, &minor)
 	g.Expect(err).NotTo(HaveOccurred())
-	var covered bool
+	contracts := map[string]string{}
 	for _, s := range meta.ReleaseSeries {
-		g.Expect(s.Contract).To(Equal("v1beta1"), "CAPOV implements the v1beta1 contract")
-		covered = covered || (s.Major == major && s.Minor == minor)
+		g.Expect(s.Contract).To(BeElementOf("v1beta1", "v1beta2"))
+		contracts[fmt.Sprintf("%d.%d", s.Major, s.Minor)] = s.Contract
 	}
-	g.Expect(covered).To(BeTrue(), "metadata.yaml needs a release series for %s", main.AppVersion)
+	g.Expect(contracts).To(HaveKeyWithValue(fmt.Sprintf("%d.%d", major, minor), "v1beta2"),
+		"metadata.yaml needs a release series for %s with the v1beta2 contract (the storage version)", main.AppVersion)
+	g.Expect(contracts).To(HaveKeyWithValue("0.1", "v1beta1"), "the older series stay listed")
 
 	// The clusterctl components use the same images as the chart's defaults.
 	for _, f := range []string{"config/manager/manager.yaml", "config/manager/webhook.yaml"} {

@@ -31,7 +31,7 @@ const (
 
 // API versions the capov chart checks for.
 const (
-	apiOVirtMachine   = "infrastructure.cluster.x-k8s.io/v1beta1/OVirtMachine"
+	apiOVirtMachine   = "infrastructure.cluster.x-k8s.io/v1beta2/OVirtMachine"
 	apiCertificate    = "cert-manager.io/v1/Certificate"
 	apiServiceMonitor = "monitoring.coreos.com/v1/ServiceMonitor"
 )

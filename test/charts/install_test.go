@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -157,8 +159,9 @@ func helmReleases(ctx context.Context, c client.Client) ([]string, error) {
 }
 
 // TestChartsInstallUpgradeAndUninstallInARealAPIServer walks the Shturval order on a real
-// kube-apiserver: the main chart refuses to install before the CRD chart; the CRD chart, then
-// the main chart, install; an upgrade changes the feature gates; uninstalling removes
+// kube-apiserver: the main chart refuses to install before the CRD chart; the CRD chart installs
+// CRDs that convert through the main chart's webhook Service; the main chart refuses CRDs that
+// convert through another namespace's; the CRD chart, then the main chart, install; an upgrade changes the feature gates; uninstalling removes
 // everything but the CRDs. The steps share the cluster, so they run in this order.
 func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 	e := startEnv(t)
@@ -200,9 +203,37 @@ func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			res, err := dc.ServerResourcesForGroupVersion("infrastructure.cluster.x-k8s.io/v1beta1")
+			res, err := dc.ServerResourcesForGroupVersion("infrastructure.cluster.x-k8s.io/v1beta2")
 			return err == nil && len(res.APIResources) >= 4
 		}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(BeTrue())
+		// Every CRD converts through the webhook Service of the capov release in the operator
+		// namespace, with the CA of its certificate injected by cert-manager.
+		for _, o := range objs {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: o.GetName()}, crd)).To(Succeed())
+			want := wantConversion(namespace, "capov-webhook-service")
+			want.Webhook.ClientConfig.Service.Port = ptr.To[int32](443) // the API server's default
+			g.Expect(crd.Spec.Conversion).To(Equal(want), o.GetName())
+			g.Expect(crd.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", namespace+"/capov-serving-cert"), o.GetName())
+		}
+	})
+	ok = ok && t.Run("the main chart refuses CRDs that convert through another release's webhook", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := h.upgrade(crdsRelease, "capov-crds", values(t, `conversion: {webhookNamespace: capov-other}`))
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = h.install(mainRelease, "capov", nil)
+		g.Expect(err).To(MatchError(SatisfyAll(
+			ContainSubstring("converts through Service capov-other/capov-webhook-service"),
+			ContainSubstring("this release serves conversion at capov-system/capov-webhook-service"),
+			ContainSubstring("Set the capov-crds values conversion.webhookNamespace=capov-system"),
+		)))
+		g.Expect(helmReleases(ctx, c)).NotTo(ContainElement(HavePrefix("sh.helm.release.v1."+mainRelease+".v")), "nothing of the main chart is recorded")
+		g.Expect(exists(ctx, c, deploymentRef(managerDeployment))).To(BeFalse())
+
+		// Helm reuses the last values when an upgrade passes none: name the namespace again.
+		rel, err := h.upgrade(crdsRelease, "capov-crds", values(t, `conversion: {webhookNamespace: `+namespace+`}`))
+		g.Expect(err).NotTo(HaveOccurred())
+		crdsRel = rel
 	})
 	ok = ok && t.Run("the cluster templates are accepted by the CRD schemas", func(t *testing.T) {
 		// Before the main chart: its webhook configurations (failurePolicy Fail, no webhook pods
@@ -226,7 +257,7 @@ func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 		// The control: the schema does reject a bad OVirtMachineTemplate.
 		g := NewWithT(t)
 		bad := &unstructured.Unstructured{}
-		bad.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1beta1")
+		bad.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1beta2")
 		bad.SetKind("OVirtMachineTemplate")
 		bad.SetNamespace("default")
 		bad.SetName("bad")

@@ -32,7 +32,7 @@ func TestHelmTemplateOfflineAsDocumented(t *testing.T) {
 		out, err := run(t, nil, helm, "template", mainRelease, chart, "-n", namespace)
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(out).To(ContainSubstring("switch shturval-capov-crds to auto"))
-		g.Expect(out).To(ContainSubstring("--api-versions infrastructure.cluster.x-k8s.io/v1beta1/OVirtMachine"))
+		g.Expect(out).To(ContainSubstring("--api-versions infrastructure.cluster.x-k8s.io/v1beta2/OVirtMachine"))
 	})
 	t.Run("with --api-versions", func(t *testing.T) {
 		g := NewWithT(t)

@@ -488,6 +488,12 @@ func TestInstallingBeforeTheCRDChartFailsWithInstructions(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("CAPOV CRDs are not installed")))
 		g.Expect(err).To(MatchError(ContainSubstring("switch shturval-capov-crds to auto (or install the capov-crds chart) first, then shturval-capov")))
 	})
+	t.Run("CAPOV CRDs of the v1beta1-only series", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := render(t, "capov", nil, "infrastructure.cluster.x-k8s.io/v1beta1/OVirtMachine", apiCertificate)
+		g.Expect(err).To(MatchError(ContainSubstring("The installed CAPOV CRDs are older than this chart")))
+		g.Expect(err).To(MatchError(ContainSubstring("upgrade shturval-capov-crds (the capov-crds chart) to 0.2.0 first, then shturval-capov")))
+	})
 	t.Run("no cert-manager", func(t *testing.T) {
 		g := NewWithT(t)
 		_, err := render(t, "capov", nil, apiOVirtMachine)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/envtest"
 )
 
@@ -77,7 +77,7 @@ func TestPrinterColumns(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			path := "/apis/infrastructure.cluster.x-k8s.io/v1beta1/"
+			path := "/apis/infrastructure.cluster.x-k8s.io/v1beta2/"
 			if tt.namespaced {
 				path += "namespaces/default/"
 			}
@@ -104,13 +104,16 @@ func TestMachineColumnsShowTheirFields(t *testing.T) {
 	ctx := context.Background()
 	m := validMachine("columns")
 	m.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "prod-a"}
-	m.Spec.ProviderID = ptr.To("ovirt://0f6d3c1e")
+	m.Spec.ProviderID = "ovirt://0f6d3c1e"
 	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, m) })
-	m.Status = infrav1.OVirtMachineStatus{Ready: true, VMID: "0f6d3c1e", VMName: "columns-vm", VMState: "up", NodeName: "node-columns"}
+	m.Status = infrav1.OVirtMachineStatus{
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}},
+		VMID:       "0f6d3c1e", VMName: "columns-vm", VMState: "up", NodeName: "node-columns",
+	}
 	g.Expect(env.Client.Status().Update(ctx, m)).To(Succeed())
 
-	table, err := getTable("/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/default/ovirtmachines/columns")
+	table, err := getTable("/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/default/ovirtmachines/columns")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(table.Rows).To(HaveLen(1))
 	cells := map[string]any{}
@@ -118,7 +121,7 @@ func TestMachineColumnsShowTheirFields(t *testing.T) {
 		cells[strings.ToUpper(c.Name)] = table.Rows[0].Cells[i]
 	}
 	g.Expect(cells).To(HaveKeyWithValue("NAME", "columns"))
-	g.Expect(cells).To(HaveKeyWithValue("READY", true))
+	g.Expect(cells).To(HaveKeyWithValue("READY", "True"))
 	g.Expect(cells).To(HaveKeyWithValue("CLUSTER", "prod-a"))
 	g.Expect(cells).To(HaveKeyWithValue("OVIRT STATE", "up"))
 	g.Expect(cells).To(HaveKeyWithValue("AGE", Not(BeEmpty())))
@@ -252,19 +255,19 @@ func TestStatusIsASubresource(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, m) })
 
 	// A spec update does not write status.
-	m.Status.Ready = true
-	m.Spec.ProviderID = ptr.To("ovirt://x")
+	m.Status.Initialization.Provisioned = ptr.To(true)
+	m.Spec.ProviderID = "ovirt://x"
 	g.Expect(env.Client.Update(ctx, m)).To(Succeed())
 	got := &infrav1.OVirtMachine{}
 	g.Expect(env.Client.Get(ctx, keyOf(m), got)).To(Succeed())
-	g.Expect(got.Status.Ready).To(BeFalse())
-	g.Expect(*got.Spec.ProviderID).To(Equal("ovirt://x"))
+	g.Expect(got.Status.Initialization.Provisioned).To(BeNil())
+	g.Expect(got.Spec.ProviderID).To(Equal("ovirt://x"))
 
 	// The status subresource does.
-	got.Status.Ready = true
+	got.Status.Initialization.Provisioned = ptr.To(true)
 	got.Status.VMID = "x"
 	g.Expect(env.Client.Status().Update(ctx, got)).To(Succeed())
 	g.Expect(env.Client.Get(ctx, keyOf(m), got)).To(Succeed())
-	g.Expect(got.Status.Ready).To(BeTrue())
+	g.Expect(got.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
 	g.Expect(got.Status.VMID).To(Equal("x"))
 }

@@ -15,9 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,8 +99,14 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, err
 	}
 	var paths []string
-	if !opts.WithoutOurCRDs {
-		paths = append(paths, filepath.Join(root, "config", "crd", "bases"))
+	ourCRDs := filepath.Join(root, "config", "crd", "bases")
+	// With webhooks, our CRDs are installed after the start (installOurCRDs) with their
+	// conversion pointing at the local webhook server: envtest itself would drop it, because
+	// our types convert through converters, not the Convertible interface, and its
+	// IgnoreSchemeConvertible would redirect the Cluster API CRDs too.
+	withWebhooks := webhooksRequested(opts.Webhooks)
+	if !opts.WithoutOurCRDs && !withWebhooks {
+		paths = append(paths, ourCRDs)
 	}
 	if !opts.WithoutCAPICRDs {
 		dir, err := ModuleDir(ctx, capiModule)
@@ -134,6 +142,12 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest control plane (assets in %s): %w", assets, err)
 	}
+	if !opts.WithoutOurCRDs && withWebhooks {
+		if err := installOurCRDs(cfg, ourCRDs, &env.WebhookInstallOptions); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -141,6 +155,68 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	return &Environment{Env: env, Config: cfg, Client: c, Scheme: scheme}, nil
+}
+
+// webhooksRequested reports whether the options install webhook configurations, that is
+// whether the test runs a webhook server on the local serving port.
+func webhooksRequested(o crenvtest.WebhookInstallOptions) bool {
+	return len(o.Paths) > 0 || len(o.MutatingWebhooks) > 0 || len(o.ValidatingWebhooks) > 0
+}
+
+// ConversionURL is where the API server sends the ConversionReviews of the CAPOV CRDs when the
+// environment was started with webhooks: /convert of the local webhook server.
+func ConversionURL(o *crenvtest.WebhookInstallOptions) string {
+	return "https://" + net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort)) + "/convert"
+}
+
+// installOurCRDs installs the CAPOV CRDs (group infrastructure.cluster.x-k8s.io only) with
+// spec.conversion calling the local webhook server with envtest's CA, as the Helm chart and
+// config/ make them call the webhook Service in a cluster.
+func installOurCRDs(cfg *rest.Config, dir string, wh *crenvtest.WebhookInstallOptions) error {
+	crdOpts := crenvtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}
+	if err := crenvtest.ReadCRDFiles(&crdOpts); err != nil {
+		return fmt.Errorf("reading the CAPOV CRDs: %w", err)
+	}
+	url := ConversionURL(wh)
+	for _, crd := range crdOpts.CRDs {
+		if crd.Spec.Group != infrav1.GroupVersion.Group {
+			return fmt.Errorf("%s is not a CAPOV CRD (group %s); only CAPOV CRDs are redirected to the local webhook", crd.Name, crd.Spec.Group)
+		}
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{
+				ConversionReviewVersions: []string{"v1"},
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: wh.LocalServingCAData},
+			},
+		}
+	}
+	// WebhookOptions stays empty: envtest must not rewrite (or drop) the conversion set here.
+	if _, err := crenvtest.InstallCRDs(cfg, crenvtest.CRDInstallOptions{CRDs: crdOpts.CRDs, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("installing the CAPOV CRDs with conversion at %s: %w", url, err)
+	}
+	return nil
+}
+
+// SetConversionCABundle makes the API server trust caPEM for the conversion webhook of every
+// CAPOV CRD, as cert-manager's CA injector does in a cluster (for tests whose webhook server
+// serves a certificate of their own CA instead of envtest's).
+func (e *Environment) SetConversionCABundle(ctx context.Context, caPEM []byte) error {
+	list := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := e.Client.List(ctx, list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		crd := &list.Items[i]
+		if crd.Spec.Group != infrav1.GroupVersion.Group || crd.Spec.Conversion == nil || crd.Spec.Conversion.Webhook == nil ||
+			crd.Spec.Conversion.Webhook.ClientConfig == nil {
+			continue
+		}
+		crd.Spec.Conversion.Webhook.ClientConfig.CABundle = caPEM
+		if err := e.Client.Update(ctx, crd); err != nil {
+			return fmt.Errorf("setting the conversion CA of %s: %w", crd.Name, err)
+		}
+	}
+	return nil
 }
 
 // Stop stops the control plane.

@@ -1,7 +1,8 @@
-// Package webhookload is the admission load generator of the benchmark (test/bench): it drives
-// a running CAPOV webhook server the way the API server does, over TLS with keep-alive, with a
-// bounded closed-loop load, and checks every answer. It is test code: the product binaries do
-// not link it.
+// Package webhookload is the admission and conversion load generator of the benchmark
+// (test/bench): it drives a running CAPOV webhook server the way the API server does, over TLS
+// with keep-alive, with a bounded closed-loop load, and checks every answer. Run sends
+// AdmissionReviews, RunConversion ConversionReviews to /convert. It is test code: the product
+// binaries do not link it.
 package webhookload
 
 import (
@@ -24,16 +25,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/percentile"
 )
 
 // Paths of the OVirtMachine webhooks, as controller-runtime's builder registers them.
 const (
 	// MutateOVirtMachinePath is the defaulting webhook of OVirtMachine.
-	MutateOVirtMachinePath = "/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine"
+	MutateOVirtMachinePath = "/mutate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachine"
 	// ValidateOVirtMachinePath is the validating webhook of OVirtMachine.
-	ValidateOVirtMachinePath = "/validate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine"
+	ValidateOVirtMachinePath = "/validate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachine"
 )
 
 // Result summarises a Run.
@@ -70,18 +71,11 @@ func Run(ctx context.Context, baseURL string, caPEM []byte, clients, requests in
 	if clients < 1 || requests < 1 {
 		return Result{}, fmt.Errorf("clients (%d) and requests (%d) must be at least 1", clients, requests)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return Result{}, errors.New("the CA PEM holds no certificate")
+	httpClient, closeIdle, err := newHTTPClient(caPEM, clients)
+	if err != nil {
+		return Result{}, err
 	}
-	transport := &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		MaxIdleConnsPerHost: clients,
-		MaxConnsPerHost:     clients,
-		IdleConnTimeout:     time.Minute,
-	}
-	defer transport.CloseIdleConnections()
-	httpClient := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	defer closeIdle()
 
 	body, err := reviewOfCreate()
 	if err != nil {
@@ -89,7 +83,34 @@ func Run(ctx context.Context, baseURL string, caPEM []byte, clients, requests in
 	}
 	base := strings.TrimRight(baseURL, "/")
 	urls := [2]string{base + MutateOVirtMachinePath, base + ValidateOVirtMachinePath}
+	return drive(ctx, clients, requests, func(c, i int, buf *bytes.Buffer) bool {
+		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", c, i)
+		buf.Write(body.prefix)
+		buf.WriteString(uid)
+		buf.Write(body.suffix)
+		return postReview(ctx, httpClient, urls[i%2], buf.Bytes(), uid)
+	})
+}
 
+// newHTTPClient returns a client that verifies the server with caPEM and keeps up to clients
+// connections open, and the function that closes them.
+func newHTTPClient(caPEM []byte, clients int) (*http.Client, func(), error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, nil, errors.New("the CA PEM holds no certificate")
+	}
+	transport := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		MaxIdleConnsPerHost: clients,
+		MaxConnsPerHost:     clients,
+		IdleConnTimeout:     time.Minute,
+	}
+	return &http.Client{Transport: transport, Timeout: 10 * time.Second}, transport.CloseIdleConnections, nil
+}
+
+// drive runs clients loops of requests calls of send (which builds its request into buf, sends
+// it and reports whether the answer was right) and measures each call.
+func drive(ctx context.Context, clients, requests int, send func(c, i int, buf *bytes.Buffer) bool) (Result, error) {
 	latencies := make([][]time.Duration, clients)
 	errCounts := make([]int, clients)
 	var wg sync.WaitGroup
@@ -102,13 +123,9 @@ func Run(ctx context.Context, baseURL string, caPEM []byte, clients, requests in
 				if ctx.Err() != nil {
 					return
 				}
-				uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", c, i)
 				buf.Reset()
-				buf.Write(body.prefix)
-				buf.WriteString(uid)
-				buf.Write(body.suffix)
 				t0 := time.Now()
-				ok := postReview(ctx, httpClient, urls[i%2], buf.Bytes(), uid)
+				ok := send(c, i, &buf)
 				latencies[c] = append(latencies[c], time.Since(t0))
 				if !ok {
 					errCounts[c]++

@@ -83,7 +83,7 @@ rules:
   - apiGroups:
       - infrastructure.cluster.x-k8s.io
     apiVersions:
-      - v1beta1
+      - v1beta2
     operations:
       - CREATE
       - UPDATE

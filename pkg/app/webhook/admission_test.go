@@ -24,12 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/webhooks"
+	"github.com/capov/capov/pkg/webhooks/conversion"
 )
 
 // warningRecorder collects the admission warnings the API server returns, as kubectl prints
@@ -280,7 +281,7 @@ func TestOVirtMachineAdmission(t *testing.T) {
 			m.Spec.NICs = append(m.Spec.NICs, infrav1.NIC{VnicProfile: " "})
 		}), []string{"spec.nics[1].vnicprofile: Required value: set the name of the oVirt vNIC profile"}, nil, false, ""},
 		{"a blank provider is refused by the webhook", newMachine("  "), []string{"spec.provider: Required value"}, nil, false, ""},
-		{"a malformed providerID is refused by the webhook", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("vsphere://42") }),
+		{"a malformed providerID is refused by the webhook", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vsphere://42" }),
 			[]string{`spec.providerID: Invalid value: "vsphere://42": must be ovirt://<vm-id>`}, nil, false, ""},
 		// The CRD schema checks these before the validating webhook is called; the webhook
 		// checks them too (defense in depth, see the unit tests), here the schema answers.
@@ -334,11 +335,11 @@ func TestOVirtMachineSpecIsImmutableExceptProviderIDOnce(t *testing.T) {
 	g.Expect(reapplied.Spec.DiskClone).To(HaveValue(BeFalse()))
 
 	withID := reapplied.DeepCopy()
-	withID.Spec.ProviderID = ptr.To("ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11")
+	withID.Spec.ProviderID = "ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11"
 	g.Expect(c.Update(ctx, withID)).To(Succeed(), "the manager sets providerID once")
 
 	otherID := withID.DeepCopy()
-	otherID.Spec.ProviderID = ptr.To("ovirt://another-vm")
+	otherID.Spec.ProviderID = "ovirt://another-vm"
 	err = c.Update(ctx, otherID)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
 	g.Expect(err.Error()).To(ContainSubstring(`spec.providerID: Forbidden: is set once by the manager and cannot be changed or removed afterwards; keep "ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11"`))
@@ -347,39 +348,46 @@ func TestOVirtMachineSpecIsImmutableExceptProviderIDOnce(t *testing.T) {
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "removing providerID is refused: %v", err)
 }
 
-// TestClearFailureWithThePlainKubectlPatch runs the command of product doc §4.3 against the
-// main resource: the API server drops the status change (status is a subresource), but the
-// mutating webhook sees the patched object first and leaves the annotation for the manager.
+// TestClearFailureWithThePlainKubectlPatch runs the command of product doc §4.3 (a v1beta1
+// client) against the main resource: the API server converts the patched v1beta1 object to
+// v1beta2, where status.failureReason is status.deprecated.v1beta1.failureReason, and drops the
+// status change (status is a subresource), but the mutating webhook sees the converted object
+// first and leaves the annotation for the manager.
 func TestClearFailureWithThePlainKubectlPatch(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c, _ := newClient(t)
 	m := newMachine(uniqueName("any-prov"))
 	g.Expect(c.Create(ctx, m)).To(Succeed())
-	m.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
-	m.Status.FailureMessage = ptr.To("OVirtProvider has an invalid engine URL")
+	m.Status.Deprecated = &infrav1.DeprecatedStatus{V1Beta1: &infrav1.V1Beta1DeprecatedStatus{
+		FailureReason:  ptr.To(string(infrav1beta1.OVirtEngineConnectionCriticalFailure)),
+		FailureMessage: ptr.To("OVirtProvider has an invalid engine URL"),
+	}}
 	g.Expect(c.Status().Update(ctx, m)).To(Succeed())
+	key := client.ObjectKeyFromObject(m)
 
 	// kubectl patch capovm X --type=merge -p '{"status":{"failureReason":null,"failureMessage":null}}'
-	g.Expect(c.Patch(ctx, &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}},
-		client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`)))).To(Succeed())
+	clearFailure := client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`))
+	g.Expect(c.Patch(ctx, &infrav1beta1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}}, clearFailure)).To(Succeed())
 
 	got := &infrav1.OVirtMachine{}
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+	g.Expect(c.Get(ctx, key, got)).To(Succeed())
 	g.Expect(got.Annotations).To(HaveKeyWithValue(webhooks.ClearFailureAnnotation, "true"))
-	g.Expect(got.Status.FailureReason).To(HaveValue(Equal(infrav1.OVirtEngineConnectionCriticalFailure)),
+	g.Expect(got.Status.Deprecated.V1Beta1.FailureReason).To(HaveValue(BeEquivalentTo(infrav1beta1.OVirtEngineConnectionCriticalFailure)),
 		"the API server keeps status on the main resource: the manager clears it")
 
 	// With --subresource=status the fields go at once and the webhook is not involved.
-	g.Expect(c.Status().Patch(ctx, got.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`)))).To(Succeed())
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
-	g.Expect(got.Status.FailureReason).To(BeNil())
+	g.Expect(c.Status().Patch(ctx, &infrav1beta1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}}, clearFailure)).To(Succeed())
+	g.Expect(c.Get(ctx, key, got)).To(Succeed())
+	g.Expect(got.Status.Deprecated).To(SatisfyAny(BeNil(), HaveField("V1Beta1", SatisfyAny(BeNil(), HaveField("FailureReason", BeNil())))))
+	g.Expect(got.Annotations).NotTo(HaveKey(conversion.DataAnnotation), "the stored (v1beta2) object never carries the conversion data")
 
 	// An ordinary update of a machine without a failure does not get the annotation.
 	other := newMachine(uniqueName("any-prov"))
 	g.Expect(c.Create(ctx, other)).To(Succeed())
-	g.Expect(c.Patch(ctx, other, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}},"status":{"failureReason":null}}`)))).To(Succeed())
-	g.Expect(other.Annotations).NotTo(HaveKey(webhooks.ClearFailureAnnotation))
+	otherV1beta1 := &infrav1beta1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Name: other.Name, Namespace: other.Namespace}}
+	g.Expect(c.Patch(ctx, otherV1beta1, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}},"status":{"failureReason":null}}`)))).To(Succeed())
+	g.Expect(otherV1beta1.Annotations).NotTo(HaveKey(webhooks.ClearFailureAnnotation))
 }
 
 func TestOVirtMachineTemplateAdmission(t *testing.T) {
@@ -447,19 +455,26 @@ func TestOVirtClusterAdmission(t *testing.T) {
 	c, _ := newClient(t)
 
 	bad := &infrav1.OVirtCluster{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("cluster"), Namespace: "default"},
-		Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1beta1.APIEndpoint{Host: "10.0.1.100", Port: 70000}}}
+		Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.0.1.100", Port: 70000}}}
 	err := c.Create(ctx, bad)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("spec.controlPlaneEndpoint.port: Invalid value: 70000: spec.controlPlaneEndpoint.port in body should be less than or equal to 65535"),
+		"the v1beta2 schema (Cluster API's APIEndpoint) answers first")
+	// The v1beta1 schema has no bound: the webhook, called with the converted object, answers.
+	badV1beta1, err := toV1Beta1(bad)
+	g.Expect(err).NotTo(HaveOccurred())
+	err = c.Create(ctx, badV1beta1)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
 	g.Expect(err.Error()).To(ContainSubstring("spec.controlPlaneEndpoint.port: Invalid value: 70000: must be a TCP port between 1 and 65535, usually 6443"))
 
 	noHost := bad.DeepCopy()
-	noHost.Spec.ControlPlaneEndpoint = clusterv1beta1.APIEndpoint{Port: 6443}
+	noHost.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Port: 6443}
 	err = c.Create(ctx, noHost)
 	g.Expect(err).To(MatchError(ContainSubstring("spec.controlPlaneEndpoint.host: Required value")))
 
 	oc := &infrav1.OVirtCluster{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("cluster"), Namespace: "default"}}
 	g.Expect(c.Create(ctx, oc)).To(Succeed(), "an empty endpoint is set later")
-	oc.Spec.ControlPlaneEndpoint = clusterv1beta1.APIEndpoint{Host: "10.0.1.100", Port: 6443}
+	oc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "10.0.1.100", Port: 6443}
 	g.Expect(c.Update(ctx, oc)).To(Succeed(), "setting it once is allowed")
 	moved := oc.DeepCopy()
 	moved.Spec.ControlPlaneEndpoint.Host = "10.0.1.101"

@@ -102,8 +102,9 @@ func startSuite(ctx context.Context) error {
 	if err := writeSecretVolume(suite.certDir, 1, suite.ca); err != nil {
 		return err
 	}
+	// The Cluster API CRDs are installed too: only the CAPOV CRDs may convert through this
+	// server (TestOnlyOurCRDsConvertThroughTheWebhook).
 	suite.env, err = envtest.Start(ctx, envtest.Options{
-		WithoutCAPICRDs: true,
 		Webhooks: crenvtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 			LocalServingHost: "127.0.0.1",
@@ -115,6 +116,9 @@ func startSuite(ctx context.Context) error {
 	// envtest generated its own CA for the webhook configurations; the server uses ours (it
 	// rotates certificates in TestCertificateRotation), so the API server must trust ours.
 	if err := trustCA(ctx, suite.env.Client, suite.ca.pem); err != nil {
+		return err
+	}
+	if err := suite.env.SetConversionCABundle(ctx, suite.ca.pem); err != nil {
 		return err
 	}
 	cfg, err := webhookIdentity(ctx, root)

@@ -19,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 func TestStartUpLogsTheResolvedFeatureGates(t *testing.T) {
@@ -93,7 +95,7 @@ func TestMetricsRequireAuthorization(t *testing.T) {
 	// RBAC changes reach the authorizer through its informers: allow a moment.
 	g.Eventually(func() int { code, _ := get(scraper); return code }).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal(http.StatusOK))
 	_, body := get(scraper)
-	g.Expect(body).To(ContainSubstring(`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-infrastructure-cluster-x-k8s-io-v1beta1-ovirtmachine"}`))
+	g.Expect(body).To(ContainSubstring(`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtmachine"}`))
 }
 
 // TestCertificateRotation replaces the serving certificate the way the kubelet updates a
@@ -111,9 +113,15 @@ func TestCertificateRotation(t *testing.T) {
 	t.Logf("the rotated certificate was served after %s", time.Since(start).Round(time.Millisecond))
 
 	c, _ := newClient(t)
-	bad := newMachine(uniqueName("any-prov"), func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = ptr.To("nope") })
+	bad := newMachine(uniqueName("any-prov"), func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "nope" })
 	g.Expect(c.Create(context.Background(), bad)).To(MatchError(ContainSubstring("spec.providerID: Invalid value")),
 		"the API server still reaches the webhook")
+	good := newMachine(uniqueName("any-prov"))
+	g.Expect(c.Create(context.Background(), good)).To(Succeed())
+	asV1beta1 := &infrav1beta1.OVirtMachine{}
+	g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(good), asV1beta1)).To(Succeed(),
+		"the API server still reaches /convert")
+	g.Expect(asV1beta1.Spec.Template).To(Equal(good.Spec.Template))
 }
 
 func TestMainFlags(t *testing.T) {

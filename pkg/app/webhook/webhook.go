@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/app/options"
 	"github.com/capov/capov/pkg/webhooks"
 )
@@ -31,11 +32,13 @@ const Component = "capov-webhook"
 const cacheSyncCheckTimeout = time.Second
 
 // NewScheme returns the scheme of the webhook server: the admission decoder needs the CAPOV
-// kinds; the Kubernetes kinds are there for the manager's own objects.
+// hub kinds (v1beta2), the /convert endpoint both versions; the Kubernetes kinds are there for
+// the manager's own objects.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
+	utilruntime.Must(infrav1beta1.AddToScheme(s))
 	return s
 }
 
@@ -45,7 +48,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	opts := NewOptions()
 	return options.Main(options.Binary{
 		Name:     "webhook",
-		Summary:  "CAPOV admission webhook server: defaults and validates OVirtProvider, OVirtCluster, OVirtMachine and OVirtMachineTemplate objects.",
+		Summary:  "CAPOV webhook server: defaults and validates OVirtProvider, OVirtCluster, OVirtMachine and OVirtMachineTemplate objects and converts them between v1beta1 and v1beta2 (/convert).",
 		Common:   &opts.Common,
 		AddFlags: opts.AddFlags,
 		Validate: opts.Validate,
