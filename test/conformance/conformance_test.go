@@ -10,13 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -150,6 +151,58 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		Eventually(func() []clusterv1.Machine { return machinesOf(ctx, "broken") }, wait, poll).Should(BeEmpty())
 	})
 
+	It("reads only status.initialization.provisioned of a v1beta2 OVirtMachine: status.ready alone leaves the Machine waiting", func(ctx SpecContext) {
+		// The OVirtMachine carries the paused annotation, so that CAPOV's manager leaves it
+		// alone (util/paused) while CAPI's Machine controller, whose Machine is not paused,
+		// reads it: the status is what this test writes.
+		m := harness.Machine(cluster, "contract-probe", "bootstrap-data")
+		om := harness.OVirtMachine(m, machineTemplate("unused", "rhcos-4.14", 2).Spec.Template.Spec)
+		om.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+		om.Spec.ProviderID = "ovirt://contract-probe"
+		Expect(mgmt.Create(ctx, om)).To(Succeed())
+		Expect(mgmt.Create(ctx, m)).To(Succeed())
+
+		// A v1beta1-style status.ready: true is not part of the v1beta2 schema: pruned.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("OVirtMachine"))
+		u.SetNamespace(ns)
+		u.SetName(om.Name)
+		Expect(mgmt.Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"status":{"ready":true}}`)))).To(Succeed())
+		Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+		_, found, err := unstructured.NestedFieldNoCopy(u.Object, "status", "ready")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeFalse(), "status.ready is pruned by the v1beta2 schema")
+		Consistently(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.Status.Initialization.InfrastructureProvisioned).NotTo(HaveValue(BeTrue()))
+			g.Expect(got.Spec.ProviderID).To(BeEmpty())
+			if c := findCondition(got.Status.Conditions, clusterv1.InfrastructureReadyCondition); c != nil {
+				g.Expect(c.Status).NotTo(Equal(metav1.ConditionTrue))
+			}
+		}, "3s", poll).Should(Succeed())
+
+		// status.initialization.provisioned: true (with a Ready condition) lets it progress.
+		Expect(mgmt.Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"status":{"initialization":{"provisioned":true},`+
+			`"conditions":[{"type":"Ready","status":"True","reason":"Ready","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}],`+
+			`"addresses":[{"type":"InternalIP","address":"10.0.9.9"}]}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
+			g.Expect(got.Spec.ProviderID).To(Equal("ovirt://contract-probe"))
+			g.Expect(got.Status.Addresses).To(ContainElement(HaveField("Address", "10.0.9.9")))
+			c := findCondition(got.Status.Conditions, clusterv1.InfrastructureReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}, wait, poll).Should(Succeed())
+
+		Expect(mgmt.Delete(ctx, m)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}))
+		}, wait, poll).Should(BeTrue())
+	})
+
 	It("changes nothing in oVirt while the Cluster is paused", func(ctx SpecContext) {
 		setClusterPaused(ctx, true)
 		scale(ctx, "workers", 3)
@@ -175,7 +228,7 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 			c := v1beta1conditions.Get(om, infrav1.MachineDeletedCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(infrav1.VMHasNonSystemDiskReason))
-			g.Expect(c.Severity).To(Equal(clusterv1beta1.ConditionSeverityWarning))
+			g.Expect(c.Severity).To(Equal(clusterv1.ConditionSeverityWarning))
 			g.Expect(c.Message).To(Equal("VM has non system disk, cannot delete"))
 		}, wait, poll).Should(Succeed())
 		Consistently(func() error {
