@@ -45,10 +45,13 @@ const providerIndex = "spec.provider"
 // SMBIOS system UUID is the VM id, to their machine.
 const vmIDIndex = "status.vmID"
 
-// ClearFailureAnnotation asks the manager to clear status.failureReason and
-// status.failureMessage. The admission webhook sets it when a user removes those fields with a
-// plain `kubectl patch` (product doc §4.3): the API server drops status changes sent to the main
-// resource, so the request is carried to the manager through this annotation.
+// ClearFailureAnnotation asks the manager to clear status.deprecated.v1beta1.failureReason and
+// failureMessage (the v1beta1 status.failureReason and status.failureMessage). The admission
+// webhook sets it when a user removes those fields with a plain `kubectl patch` (product doc
+// §4.3): the API server drops status changes sent to the main resource, so the request is
+// carried to the manager through this annotation. A patch of the status subresource clears
+// them directly (v1beta1: {"status":{"failureReason":null,...}}, converted by the API server;
+// v1beta2: {"status":{"deprecated":{"v1beta1":{"failureReason":null,...}}}}).
 const ClearFailureAnnotation = "capov.infrastructure.cluster.x-k8s.io/clear-failure"
 
 // shutdownStartedAnnotation records when the manager asked the VM to shut down during deletion,
