@@ -243,3 +243,28 @@ func TestOnlyANodeRegisteringWakesItsMachine(t *testing.T) {
 	g.Expect(p.Update(event.UpdateEvent{ObjectOld: withID, ObjectNew: heartbeat})).To(BeFalse(), "a status heartbeat")
 	g.Expect(p.Delete(event.DeleteEvent{Object: registered})).To(BeFalse())
 }
+
+func TestMirrorConditionsFollowsTheV1Beta1RecordAndLeavesPausedAlone(t *testing.T) {
+	g := NewWithT(t)
+	p := &infrav1.OVirtProvider{}
+	p.Generation = 3
+	conditions.Set(p, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
+	conditions.Set(p, metav1.Condition{Type: infrav1.CanConnectToOVirtCondition, Status: metav1.ConditionTrue, Reason: reasonDone})
+	mirrorConditions(p, p.Generation, ownedProviderConditions)
+	g.Expect(conditions.Has(p, infrav1.CanConnectToOVirtCondition)).To(BeFalse(), "no v1beta1 twin: removed")
+	g.Expect(conditions.GetReason(p, infrav1.ReadyCondition)).To(Equal(reasonReadyUnknown))
+	g.Expect(conditions.Has(p, infrav1.PausedCondition)).To(BeTrue())
+
+	v1beta1conditions.MarkFalse(p, infrav1.CanConnectToOVirtCondition, infrav1.TLSErrorReason, clusterv1.ConditionSeverityError, "x509: %s", "unknown authority")
+	v1beta1conditions.SetSummary(p, v1beta1conditions.WithConditions(infrav1.CanConnectToOVirtCondition))
+	mirrorConditions(p, p.Generation, ownedProviderConditions)
+	for _, typ := range []string{infrav1.CanConnectToOVirtCondition, infrav1.ReadyCondition} {
+		c := conditions.Get(p, typ)
+		g.Expect(c).NotTo(BeNil(), typ)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), typ)
+		g.Expect(c.Reason).To(Equal(infrav1.TLSErrorReason), typ)
+		g.Expect(c.Message).To(Equal("x509: unknown authority"), typ)
+		g.Expect(c.ObservedGeneration).To(BeEquivalentTo(3), typ)
+	}
+	g.Expect(ownedTypes(ownedProviderConditions)).To(ConsistOf(infrav1.ReadyCondition, infrav1.CanConnectToOVirtCondition))
+}
