@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -283,6 +284,57 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		err = mgmt.Patch(ctx, p, client.MergeFrom(pBase))
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("credentialsSecretName"))
+	})
+
+	It("clears a terminal failure with the documented v1beta1 patch, converted by the API server", func(ctx SpecContext) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(mgmt.Get(ctx, client.ObjectKey{Name: "ovirtmachines." + infrav1.GroupVersion.Group}, crd)).To(Succeed())
+		if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
+			Skip("the CRDs of this stack have no conversion webhook: a v1beta1 patch of a v1beta2 object needs it")
+		}
+		// A provider without the Engine's CA: TLSError, critical for a machine not provisioned yet.
+		p := harness.Provider("tls-probe", stack.SimURL, "sim-credentials", nil)
+		Expect(mgmt.Create(ctx, p)).To(Succeed())
+		m := harness.Machine(cluster, "clear-probe", "bootstrap-data")
+		spec := machineTemplate("unused", "rhcos-4.14", 2).Spec.Template.Spec
+		spec.Provider = p.Name
+		om := harness.OVirtMachine(m, spec)
+		Expect(mgmt.Create(ctx, om)).To(Succeed())
+		Expect(mgmt.Create(ctx, m)).To(Succeed())
+
+		// A v1beta1 reader sees what it always saw: status.failureReason, ready=false, and the
+		// v1beta1 Ready condition with severity Error.
+		v1 := &unstructured.Unstructured{}
+		v1.SetAPIVersion(infrav1.GroupVersion.Group + "/v1beta1")
+		v1.SetKind("OVirtMachine")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), v1)).To(Succeed())
+			reason, _, _ := unstructured.NestedString(v1.Object, "status", "failureReason")
+			g.Expect(reason).To(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
+			ready, _, _ := unstructured.NestedBool(v1.Object, "status", "ready")
+			g.Expect(ready).To(BeFalse())
+			conds, _, _ := unstructured.NestedSlice(v1.Object, "status", "conditions")
+			g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Ready"), HaveKeyWithValue("severity", "Error"),
+				HaveKeyWithValue("reason", infrav1.OVirtEngineConnectionCriticalFailure))))
+		}, wait, poll).Should(Succeed())
+
+		// Fix the provider, then clear the failure as docs/operations.md says, in v1beta1.
+		base := p.DeepCopy()
+		p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true}
+		Expect(mgmt.Patch(ctx, p, client.MergeFrom(base))).To(Succeed())
+		Expect(mgmt.Status().Patch(ctx, v1, client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &infrav1.OVirtMachine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), got)).To(Succeed())
+			g.Expect(got.Status.Deprecated == nil || got.Status.Deprecated.V1Beta1 == nil || got.Status.Deprecated.V1Beta1.FailureReason == nil).To(BeTrue())
+			g.Expect(v1beta1conditions.IsTrue(got, infrav1.MachineCreatedCondition)).To(BeTrue())
+		}, wait, poll).Should(Succeed())
+
+		Expect(mgmt.Delete(ctx, m)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}))
+		}, wait, poll).Should(BeTrue())
+		Expect(mgmt.Delete(ctx, p)).To(Succeed())
 	})
 
 	It("removes every VM and finalizer when the Cluster is deleted", func(ctx SpecContext) {
