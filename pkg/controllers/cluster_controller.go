@@ -24,9 +24,10 @@ import (
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
-// OVirtClusterReconciler implements product doc §7.2: an OVirtCluster gets the finalizer and
-// status.initialization.provisioned = true (the v1beta1 status.ready); on deletion the finalizer is dropped; a paused Cluster is skipped. The
-// VMs belong to the OVirtMachines, which Cluster API deletes before the OVirtCluster.
+// OVirtClusterReconciler implements product doc §7.2: an OVirtCluster gets the finalizer,
+// status.initialization.provisioned = true (the v1beta1 status.ready) and Ready; on deletion
+// the finalizer is dropped; a paused Cluster is skipped. The VMs belong to the OVirtMachines,
+// which Cluster API deletes before the OVirtCluster.
 type OVirtClusterReconciler struct {
 	// Client reads and patches OVirtClusters and reads Clusters.
 	Client client.Client
