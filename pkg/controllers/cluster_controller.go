@@ -6,13 +6,13 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
-	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
-	"sigs.k8s.io/cluster-api/util/deprecated/v1beta1/paused"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,12 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
-// OVirtClusterReconciler implements product doc §7.2: an OVirtCluster gets the finalizer and
-// status.ready = true; on deletion the finalizer is dropped; a paused Cluster is skipped. The
-// VMs belong to the OVirtMachines, which Cluster API deletes before the OVirtCluster.
+// OVirtClusterReconciler implements product doc §7.2: an OVirtCluster gets the finalizer,
+// status.initialization.provisioned = true (the v1beta1 status.ready) and Ready; on deletion
+// the finalizer is dropped; a paused Cluster is skipped. The VMs belong to the OVirtMachines,
+// which Cluster API deletes before the OVirtCluster.
 type OVirtClusterReconciler struct {
 	// Client reads and patches OVirtClusters and reads Clusters.
 	Client client.Client
@@ -76,28 +77,31 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, err
 		}
 	}
-	helper, err := v1beta1patch.NewHelper(oc, r.Client)
+	helper, err := patch.NewHelper(oc, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	defer func() {
 		v1beta1conditions.SetSummary(oc, v1beta1conditions.WithConditions(infrav1.ClusterReadyCondition))
-		syncV1Beta2Ready(oc, oc.Generation)
+		mirrorConditions(oc, oc.Generation, ownedClusterConditions)
 		patchCtx, cancel := deferredPatchContext(ctx)
 		defer cancel()
-		if err := helper.Patch(patchCtx, oc, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
-			clusterv1beta1.ReadyCondition, infrav1.ClusterReadyCondition,
-		}}, v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
+		if err := helper.Patch(patchCtx, oc, patch.WithOwnedV1Beta1Conditions{Conditions: ownedClusterConditions},
+			patch.WithOwnedConditions{Conditions: ownedTypes(ownedClusterConditions)}); err != nil {
 			reterr = errors.Join(reterr, fmt.Errorf("patching OVirtCluster: %w", err))
 		}
 	}()
 
 	if !oc.DeletionTimestamp.IsZero() {
-		v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1beta1.ConditionSeverityInfo, "deleting")
+		v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1.ConditionSeverityInfo, "deleting")
 		controllerutil.RemoveFinalizer(oc, infrav1.ClusterFinalizer)
 		return ctrl.Result{}, nil
 	}
-	oc.Status.Ready = true
+	oc.Status.Initialization.Provisioned = ptr.To(true)
 	v1beta1conditions.MarkTrue(oc, infrav1.ClusterReadyCondition)
 	return ctrl.Result{}, nil
 }
+
+// ownedClusterConditions are the v1beta1-format conditions the manager owns on OVirtClusters;
+// with Ready they are also its status.conditions.
+var ownedClusterConditions = []clusterv1.ConditionType{clusterv1.ReadyV1Beta1Condition, infrav1.ClusterReadyCondition}

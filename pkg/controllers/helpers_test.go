@@ -4,16 +4,19 @@ import (
 	"testing"
 	"time"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 	"github.com/capov/capov/pkg/ovirt"
 )
@@ -54,8 +57,8 @@ func TestWaitForGrowsWithTheWaitBetweenBounds(t *testing.T) {
 	om := &infrav1.OVirtMachine{}
 	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(time.Second), "no condition yet: the shortest wait")
 	set := func(ago time.Duration) {
-		om.Status.Conditions = clusterv1beta1.Conditions{{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
-			Reason: infrav1.VMPoweringUpReason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}
+		om.SetV1Beta1Conditions(clusterv1.Conditions{{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
+			Reason: infrav1.VMPoweringUpReason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}})
 	}
 	set(0)
 	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(time.Second))
@@ -70,35 +73,81 @@ func TestReadyCopiesTheFirstStepThatIsNotDone(t *testing.T) {
 	om := &infrav1.OVirtMachine{}
 	v1beta1conditions.MarkTrue(om, infrav1.CanConnectToOVirtCondition)
 	v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)
-	v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1beta1.ConditionSeverityWarning, "too small")
+	v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1.ConditionSeverityWarning, "too small")
 	updateMachineStatus(&machineScope{om: om})
-	ready := v1beta1conditions.Get(om, clusterv1beta1.ReadyCondition)
+	ready := v1beta1conditions.Get(om, clusterv1.ReadyV1Beta1Condition)
 	g.Expect(ready.Status).To(Equal(corev1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(infrav1.DiskSmallerThanTemplateReason))
-	g.Expect(ready.Severity).To(Equal(clusterv1beta1.ConditionSeverityWarning))
+	g.Expect(ready.Severity).To(Equal(clusterv1.ConditionSeverityWarning))
 	g.Expect(ready.Message).To(Equal("too small"))
 	// The later steps are listed, False and without a reason (product doc §5.3).
 	g.Expect(v1beta1conditions.Get(om, infrav1.K8sProviderIDSetupCondition).Reason).To(BeEmpty())
-	g.Expect(om.Status.V1Beta2.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Reason", infrav1.DiskSmallerThanTemplateReason))))
+	// status.conditions holds Ready with the reason and message of the failing step, and every
+	// lifecycle condition with the same status, reason and message as its v1beta1 twin.
+	g.Expect(conditions.Get(om, infrav1.ReadyCondition)).To(PointTo(MatchFields(IgnoreExtras, Fields{
+		"Status": Equal(metav1.ConditionFalse), "Reason": Equal(infrav1.DiskSmallerThanTemplateReason), "Message": Equal("too small"),
+	})))
+	g.Expect(conditions.Get(om, infrav1.MachineDiskResizedCondition)).To(PointTo(MatchFields(IgnoreExtras, Fields{
+		"Status": Equal(metav1.ConditionFalse), "Reason": Equal(infrav1.DiskSmallerThanTemplateReason), "Message": Equal("too small"),
+	})))
+	g.Expect(conditions.Get(om, infrav1.MachineCreatedCondition)).To(PointTo(MatchFields(IgnoreExtras, Fields{
+		"Status": Equal(metav1.ConditionTrue), "Reason": Equal(reasonDone),
+	})))
+	g.Expect(conditions.Get(om, infrav1.K8sProviderIDSetupCondition)).To(PointTo(MatchFields(IgnoreExtras, Fields{
+		"Status": Equal(metav1.ConditionFalse), "Reason": Equal(reasonPending),
+	})))
+	for _, t := range append([]clusterv1.ConditionType{infrav1.CanConnectToOVirtCondition}, lifecycleConditions...) {
+		g.Expect(conditions.Has(om, string(t))).To(BeTrue(), "status.conditions has %s", t)
+	}
 
 	// A failureReason wins.
-	om.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
-	om.Status.FailureMessage = ptr.To("bad password")
+	setMachineFailure(om, infrav1.OVirtEngineConnectionCriticalFailure, "bad password")
 	updateMachineStatus(&machineScope{om: om})
-	g.Expect(v1beta1conditions.GetReason(om, clusterv1beta1.ReadyCondition)).To(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
-	g.Expect(*v1beta1conditions.GetSeverity(om, clusterv1beta1.ReadyCondition)).To(Equal(clusterv1beta1.ConditionSeverityError))
+	g.Expect(v1beta1conditions.GetReason(om, clusterv1.ReadyV1Beta1Condition)).To(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
+	g.Expect(*v1beta1conditions.GetSeverity(om, clusterv1.ReadyV1Beta1Condition)).To(Equal(clusterv1.ConditionSeverityError))
+	g.Expect(conditions.Get(om, infrav1.ReadyCondition)).To(PointTo(MatchFields(IgnoreExtras, Fields{
+		"Status": Equal(metav1.ConditionFalse), "Reason": Equal(infrav1.OVirtEngineConnectionCriticalFailure), "Message": Equal("bad password"),
+	})))
+	clearMachineFailure(om)
+	reason, message := machineFailure(om)
+	g.Expect(reason).To(BeNil())
+	g.Expect(message).To(BeNil())
+}
+
+func TestADeletedMachineIsNotReadyButStaysProvisioned(t *testing.T) {
+	g := NewWithT(t)
+	om := &infrav1.OVirtMachine{}
+	om.Status.Initialization.Provisioned = ptr.To(true)
+	now := metav1.Now()
+	om.DeletionTimestamp = &now
+	for _, c := range lifecycleConditions {
+		v1beta1conditions.MarkTrue(om, c)
+	}
+	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMDeletingReason, clusterv1.ConditionSeverityInfo, "removing")
+	updateMachineStatus(&machineScope{om: om})
+	g.Expect(conditions.GetReason(om, infrav1.ReadyCondition)).To(Equal(infrav1.VMDeletingReason))
+	v1beta1conditions.MarkTrue(om, infrav1.MachineDeletedCondition)
+	updateMachineStatus(&machineScope{om: om})
+	g.Expect(conditions.IsFalse(om, infrav1.ReadyCondition)).To(BeTrue())
+	g.Expect(conditions.GetReason(om, infrav1.ReadyCondition)).To(Equal(infrav1.DeletingReason))
+	g.Expect(v1beta1conditions.IsFalse(om, clusterv1.ReadyV1Beta1Condition)).To(BeTrue())
+	g.Expect(conditions.IsTrue(om, infrav1.MachineDeletedCondition)).To(BeTrue())
+	g.Expect(provisioned(om)).To(BeTrue(), "status.initialization.provisioned never goes back to false")
 }
 
 func TestAConnectionProblemDoesNotUnreadyARunningMachine(t *testing.T) {
 	g := NewWithT(t)
 	om := &infrav1.OVirtMachine{}
-	om.Status.Ready = true
+	om.Status.Initialization.Provisioned = ptr.To(true)
 	for _, c := range lifecycleConditions {
 		v1beta1conditions.MarkTrue(om, c)
 	}
-	v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, infrav1.AuthenticationFailedReason, clusterv1beta1.ConditionSeverityError, "expired")
+	v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, infrav1.AuthenticationFailedReason, clusterv1.ConditionSeverityError, "expired")
 	updateMachineStatus(&machineScope{om: om})
-	g.Expect(v1beta1conditions.IsTrue(om, clusterv1beta1.ReadyCondition)).To(BeTrue())
+	g.Expect(v1beta1conditions.IsTrue(om, clusterv1.ReadyV1Beta1Condition)).To(BeTrue())
+	g.Expect(conditions.IsTrue(om, infrav1.ReadyCondition)).To(BeTrue())
+	g.Expect(conditions.GetReason(om, infrav1.ReadyCondition)).To(Equal(infrav1.ReadyReason))
+	g.Expect(conditions.GetReason(om, infrav1.CanConnectToOVirtCondition)).To(Equal(infrav1.AuthenticationFailedReason))
 }
 
 func TestOwnerMarkerIdentifiesTheMachine(t *testing.T) {
@@ -109,7 +158,7 @@ func TestOwnerMarkerIdentifiesTheMachine(t *testing.T) {
 	other := om.DeepCopy()
 	other.UID = "5678"
 	g.Expect(ownedBy(vm, other)).To(BeFalse())
-	g.Expect(vmIDOf(&infrav1.OVirtMachine{Spec: infrav1.OVirtMachineSpec{ProviderID: ptr.To("ovirt://abc")}})).To(Equal("abc"))
+	g.Expect(vmIDOf(&infrav1.OVirtMachine{Spec: infrav1.OVirtMachineSpec{ProviderID: "ovirt://abc"}})).To(Equal("abc"))
 }
 
 func TestReadTrackerExpires(t *testing.T) {
@@ -135,9 +184,11 @@ func TestWaitForAimsAtTheLearnedDuration(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	r := &OVirtMachineReconciler{Intervals: Intervals{VMPoll: 10 * time.Second}, Now: func() time.Time { return now }}
 	booting := func(ago time.Duration) *infrav1.OVirtMachine {
-		return &infrav1.OVirtMachine{Status: infrav1.OVirtMachineStatus{Conditions: clusterv1beta1.Conditions{{
+		om := &infrav1.OVirtMachine{}
+		om.SetV1Beta1Conditions(clusterv1.Conditions{{
 			Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse, Reason: infrav1.VMPoweringUpReason,
-			LastTransitionTime: metav1.NewTime(now.Add(-ago))}}}}
+			LastTransitionTime: metav1.NewTime(now.Add(-ago))}})
+		return om
 	}
 	// A first machine took 6s to boot.
 	r.waits.finished(booting(6*time.Second), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
@@ -191,4 +242,29 @@ func TestOnlyANodeRegisteringWakesItsMachine(t *testing.T) {
 	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	g.Expect(p.Update(event.UpdateEvent{ObjectOld: withID, ObjectNew: heartbeat})).To(BeFalse(), "a status heartbeat")
 	g.Expect(p.Delete(event.DeleteEvent{Object: registered})).To(BeFalse())
+}
+
+func TestMirrorConditionsFollowsTheV1Beta1RecordAndLeavesPausedAlone(t *testing.T) {
+	g := NewWithT(t)
+	p := &infrav1.OVirtProvider{}
+	p.Generation = 3
+	conditions.Set(p, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
+	conditions.Set(p, metav1.Condition{Type: infrav1.CanConnectToOVirtCondition, Status: metav1.ConditionTrue, Reason: reasonDone})
+	mirrorConditions(p, p.Generation, ownedProviderConditions)
+	g.Expect(conditions.Has(p, infrav1.CanConnectToOVirtCondition)).To(BeFalse(), "no v1beta1 twin: removed")
+	g.Expect(conditions.GetReason(p, infrav1.ReadyCondition)).To(Equal(reasonReadyUnknown))
+	g.Expect(conditions.Has(p, infrav1.PausedCondition)).To(BeTrue())
+
+	v1beta1conditions.MarkFalse(p, infrav1.CanConnectToOVirtCondition, infrav1.TLSErrorReason, clusterv1.ConditionSeverityError, "x509: %s", "unknown authority")
+	v1beta1conditions.SetSummary(p, v1beta1conditions.WithConditions(infrav1.CanConnectToOVirtCondition))
+	mirrorConditions(p, p.Generation, ownedProviderConditions)
+	for _, typ := range []string{infrav1.CanConnectToOVirtCondition, infrav1.ReadyCondition} {
+		c := conditions.Get(p, typ)
+		g.Expect(c).NotTo(BeNil(), typ)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), typ)
+		g.Expect(c.Reason).To(Equal(infrav1.TLSErrorReason), typ)
+		g.Expect(c.Message).To(Equal("x509: unknown authority"), typ)
+		g.Expect(c.ObservedGeneration).To(BeEquivalentTo(3), typ)
+	}
+	g.Expect(ownedTypes(ownedProviderConditions)).To(ConsistOf(infrav1.ReadyCondition, infrav1.CanConnectToOVirtCondition))
 }

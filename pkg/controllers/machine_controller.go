@@ -14,14 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
-	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
-	"sigs.k8s.io/cluster-api/util/deprecated/v1beta1/paused"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 	"github.com/capov/capov/pkg/ovirt"
 )
@@ -44,10 +45,13 @@ const providerIndex = "spec.provider"
 // SMBIOS system UUID is the VM id, to their machine.
 const vmIDIndex = "status.vmID"
 
-// ClearFailureAnnotation asks the manager to clear status.failureReason and
-// status.failureMessage. The admission webhook sets it when a user removes those fields with a
-// plain `kubectl patch` (product doc §4.3): the API server drops status changes sent to the main
-// resource, so the request is carried to the manager through this annotation.
+// ClearFailureAnnotation asks the manager to clear status.deprecated.v1beta1.failureReason and
+// failureMessage (the v1beta1 status.failureReason and status.failureMessage). The admission
+// webhook sets it when a user removes those fields with a plain `kubectl patch` (product doc
+// §4.3): the API server drops status changes sent to the main resource, so the request is
+// carried to the manager through this annotation. A patch of the status subresource clears
+// them directly (v1beta1: {"status":{"failureReason":null,...}}, converted by the API server;
+// v1beta2: {"status":{"deprecated":{"v1beta1":{"failureReason":null,...}}}}).
 const ClearFailureAnnotation = "capov.infrastructure.cluster.x-k8s.io/clear-failure"
 
 // shutdownStartedAnnotation records when the manager asked the VM to shut down during deletion,
@@ -197,7 +201,8 @@ func providerBecameUsable() predicate.Funcs {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			oldP, ok1 := e.ObjectOld.(*infrav1.OVirtProvider)
 			newP, ok2 := e.ObjectNew.(*infrav1.OVirtProvider)
-			return ok1 && ok2 && (!oldP.Status.Ready && newP.Status.Ready || oldP.Generation != newP.Generation)
+			return ok1 && ok2 && (!conditions.IsTrue(oldP, infrav1.ReadyCondition) && conditions.IsTrue(newP, infrav1.ReadyCondition) ||
+				oldP.Generation != newP.Generation)
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
@@ -274,7 +279,7 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
-	helper, err := v1beta1patch.NewHelper(om, r.Client)
+	helper, err := patch.NewHelper(om, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -283,8 +288,8 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		updateMachineStatus(s)
 		patchCtx, cancel := deferredPatchContext(ctx)
 		defer cancel()
-		if err := helper.Patch(patchCtx, om, v1beta1patch.WithOwnedConditions{Conditions: ownedMachineConditions},
-			v1beta1patch.WithOwnedV1Beta2Conditions{Conditions: []string{infrav1.ReadyV1Beta2Condition}}); err != nil {
+		if err := helper.Patch(patchCtx, om, patch.WithOwnedV1Beta1Conditions{Conditions: ownedMachineConditions},
+			patch.WithOwnedConditions{Conditions: ownedTypes(ownedMachineConditions)}); err != nil {
 			// A machine whose finalizer was just removed is gone: nothing left to patch.
 			if !apierrors.IsNotFound(err) || om.DeletionTimestamp.IsZero() {
 				reterr = errors.Join(reterr, fmt.Errorf("patching OVirtMachine: %w", err))
@@ -293,8 +298,9 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}()
 
 	if _, ok := om.Annotations[ClearFailureAnnotation]; ok {
-		log.Info("Clearing status.failureReason on request", "failureReason", om.Status.FailureReason)
-		om.Status.FailureReason, om.Status.FailureMessage = nil, nil
+		reason, _ := machineFailure(om)
+		log.Info("Clearing status.deprecated.v1beta1.failureReason on request", "failureReason", ptr.Deref(reason, ""))
+		clearMachineFailure(om)
 		delete(om.Annotations, ClearFailureAnnotation)
 	}
 
@@ -348,7 +354,7 @@ type waitEstimator struct {
 }
 
 // finished records the wait of a step that was False with reason and is done now.
-func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1beta1.ConditionType, reason string, now time.Time) {
+func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1.ConditionType, reason string, now time.Time) {
 	c := v1beta1conditions.Get(om, step)
 	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != reason {
 		return
@@ -370,7 +376,7 @@ func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1beta1.C
 }
 
 // expected returns the learned duration of a step.
-func (e *waitEstimator) expected(step clusterv1beta1.ConditionType, reason string) (time.Duration, bool) {
+func (e *waitEstimator) expected(step clusterv1.ConditionType, reason string) (time.Duration, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d, ok := e.est[string(step)+"/"+reason]
@@ -378,8 +384,8 @@ func (e *waitEstimator) expected(step clusterv1beta1.ConditionType, reason strin
 }
 
 // ownedMachineConditions are the conditions the manager owns on OVirtMachines.
-var ownedMachineConditions = []clusterv1beta1.ConditionType{
-	clusterv1beta1.ReadyCondition,
+var ownedMachineConditions = []clusterv1.ConditionType{
+	clusterv1.ReadyV1Beta1Condition,
 	infrav1.CanConnectToOVirtCondition, infrav1.MachineCreatedCondition, infrav1.MachineDiskResizedCondition,
 	infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition, infrav1.K8sProviderIDSetupCondition,
 	infrav1.MachineDeletedCondition,

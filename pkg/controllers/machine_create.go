@@ -7,15 +7,16 @@ import (
 	"fmt"
 	"slices"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 	"github.com/capov/capov/pkg/ovirt"
 )
@@ -106,23 +107,23 @@ func bootstrapMismatch(boot *bootstrapData, tpl *ovirt.Template, secretName *str
 // createVM creates the VM of the machine from its template and records its id at once.
 func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
 	om := s.om
-	created := func(reason string, severity clusterv1beta1.ConditionSeverity, format string, args ...any) {
+	created := func(reason string, severity clusterv1.ConditionSeverity, format string, args ...any) {
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, reason, severity, format, args...)
 	}
 	if s.machine.Spec.Bootstrap.DataSecretName == nil {
-		created(infrav1.WaitingForBootstrapDataReason, clusterv1beta1.ConditionSeverityInfo, "waiting for the bootstrap provider to create the bootstrap data")
+		created(infrav1.WaitingForBootstrapDataReason, clusterv1.ConditionSeverityInfo, "waiting for the bootstrap provider to create the bootstrap data")
 		// The Machine watch reconciles again once dataSecretName is set.
 		return stop(ctrl.Result{}, nil)
 	}
 	boot, err := r.readBootstrapData(ctx, s)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			created(infrav1.WaitingForBootstrapDataReason, clusterv1beta1.ConditionSeverityInfo, "waiting for bootstrap data Secret %s", *s.machine.Spec.Bootstrap.DataSecretName)
+			created(infrav1.WaitingForBootstrapDataReason, clusterv1.ConditionSeverityInfo, "waiting for bootstrap data Secret %s", *s.machine.Spec.Bootstrap.DataSecretName)
 			return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 		}
 		var invalid *bootstrapInvalidError
 		if errors.As(err, &invalid) {
-			created(infrav1.BootstrapDataInvalidReason, clusterv1beta1.ConditionSeverityWarning, "%v", err)
+			created(infrav1.BootstrapDataInvalidReason, clusterv1.ConditionSeverityWarning, "%v", err)
 			return stop(r.retryLater(), nil)
 		}
 		return stop(ctrl.Result{}, fmt.Errorf("reading bootstrap data: %w", err))
@@ -133,7 +134,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(ctrl.Result{}, err)
 	}
 	if miss != nil {
-		created(miss.reason, clusterv1beta1.ConditionSeverityWarning, "%s", miss.message)
+		created(miss.reason, clusterv1.ConditionSeverityWarning, "%s", miss.message)
 		return stop(r.retryLater(), nil)
 	}
 
@@ -141,7 +142,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		if v1beta1conditions.GetReason(om, infrav1.MachineCreatedCondition) != infrav1.BootstrapFormatMismatchReason {
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "%s", msg)
 		}
-		created(infrav1.BootstrapFormatMismatchReason, clusterv1beta1.ConditionSeverityWarning, "%s", msg)
+		created(infrav1.BootstrapFormatMismatchReason, clusterv1.ConditionSeverityWarning, "%s", msg)
 		return stop(r.retryLater(), nil)
 	}
 
@@ -176,7 +177,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		}
 		switch {
 		case sd == nil:
-			created(infrav1.StorageDomainNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+			created(infrav1.StorageDomainNotFoundReason, clusterv1.ConditionSeverityWarning,
 				"storage domain %q (spec.storagedomainname or the OVirtProvider's) is not found in oVirt", sdName)
 			return stop(r.retryLater(), nil)
 		case !sd.Usable:
@@ -184,7 +185,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 			if status == "" {
 				status = "unknown"
 			}
-			created(infrav1.StorageDomainNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+			created(infrav1.StorageDomainNotFoundReason, clusterv1.ConditionSeverityWarning,
 				"storage domain %q (spec.storagedomainname or the OVirtProvider's) cannot host disks: its status in its data center is %s, not active (activate it in oVirt or choose another)", sdName, status)
 			return stop(r.retryLater(), nil)
 		}
@@ -199,7 +200,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 			spec.StorageDomainID = sd.ID
 			spec.TemplateDisks = tpl.Disks
 		case !onTemplateDomain:
-			created(infrav1.StorageDomainRequiresCloneReason, clusterv1beta1.ConditionSeverityWarning,
+			created(infrav1.StorageDomainRequiresCloneReason, clusterv1.ConditionSeverityWarning,
 				"storage domain %q differs from the template's and disks are not cloned: %s", sdName, featuregates.EnableDiskCloneHint(s.provider.Name))
 			return stop(r.retryLater(), nil)
 		}
@@ -209,10 +210,10 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	if err != nil {
 		switch {
 		case errors.Is(err, ovirt.ErrNotFound):
-			created(infrav1.TemplateNotFoundReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
+			created(infrav1.TemplateNotFoundReason, clusterv1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
 			return stop(r.retryLater(), nil)
 		case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrConflict):
-			created(infrav1.VMCreateFailedReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
+			created(infrav1.VMCreateFailedReason, clusterv1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "oVirt refused to create the VM: %v", err)
 			return stop(r.retryLater(), nil)
 		}
@@ -222,11 +223,11 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	// oVirt before it, and a crash before it is covered by the name + owner marker lookup.
 	om.Status.VMID = vm.ID
 	om.Status.VMName = vmName
-	om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
+	om.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	om.Status.DiskClone = ptr.To(clone)
 	s.vm = vm
 	s.log.Info("Created VM", "vmID", vm.ID, "vmName", vmName, "template", tpl.Name, "clone", clone)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)
-	created(infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
+	created(infrav1.VMCreatingReason, clusterv1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
 	return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 }

@@ -7,15 +7,16 @@ import (
 	"strings"
 	"time"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
 )
 
@@ -34,7 +35,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		controllerutil.RemoveFinalizer(om, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}
-	deleted := func(reason string, severity clusterv1beta1.ConditionSeverity, format string, args ...any) {
+	deleted := func(reason string, severity clusterv1.ConditionSeverity, format string, args ...any) {
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, reason, severity, format, args...)
 	}
 	id := vmIDOf(om)
@@ -46,7 +47,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		if neverReachedOVirt(om) {
 			return r.finishDeleteWithoutOVirt(s, fmt.Sprintf("OVirtProvider %q does not exist", om.Spec.Provider))
 		}
-		deleted(infrav1.ProviderNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+		deleted(infrav1.ProviderNotFoundReason, clusterv1.ConditionSeverityWarning,
 			"cannot delete VM %s: OVirtProvider %q does not exist; recreate it so that the VM can be removed", id, om.Spec.Provider)
 		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
 	}
@@ -57,7 +58,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		if neverReachedOVirt(om) {
 			return r.finishDeleteWithoutOVirt(s, fmt.Sprintf("OVirtProvider %s cannot be used (%s)", p.Name, problem.Reason))
 		}
-		deleted(problem.Reason, clusterv1beta1.ConditionSeverityWarning, "cannot delete VM %s: OVirtProvider %s: %s", id, p.Name, problem.Message)
+		deleted(problem.Reason, clusterv1.ConditionSeverityWarning, "cannot delete VM %s: OVirtProvider %s: %s", id, p.Name, problem.Message)
 		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
 	}
 	s.ovirt = cl
@@ -91,7 +92,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	switch vm.Status {
 	case ovirt.VMStatusDown:
 	case ovirt.VMStatusImageLocked:
-		deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "waiting for oVirt to unlock VM %s", vm.ID)
+		deleted(infrav1.VMDeletingReason, clusterv1.ConditionSeverityInfo, "waiting for oVirt to unlock VM %s", vm.ID)
 		return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 	default:
 		return r.powerOff(ctx, s)
@@ -105,7 +106,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		if errors.Is(err, ovirt.ErrNotFound) {
 			return r.finishDelete(s)
 		}
-		deleted(infrav1.VMDeleteFailedReason, clusterv1beta1.ConditionSeverityWarning,
+		deleted(infrav1.VMDeleteFailedReason, clusterv1.ConditionSeverityWarning,
 			"not removing VM %s: cannot confirm which disks are attached to it (%v); retrying", vm.ID, err)
 		s.log.Info("Not removing the VM: its disk attachments cannot be read", "vmID", vm.ID, "error", err.Error())
 		return r.retryLater(), nil
@@ -124,7 +125,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDeletionBlocked, "DeleteVM",
 				"VM %s has non-system disks attached (%s); deletion waits until they are detached", vm.ID, strings.Join(names, ", "))
 		}
-		deleted(infrav1.VMHasNonSystemDiskReason, clusterv1beta1.ConditionSeverityWarning, "%s", infrav1.VMHasNonSystemDiskMessage)
+		deleted(infrav1.VMHasNonSystemDiskReason, clusterv1.ConditionSeverityWarning, "%s", infrav1.VMHasNonSystemDiskMessage)
 		s.log.Info("Deletion blocked by non-system disks", "vmID", vm.ID, "disks", names)
 		return ctrl.Result{RequeueAfter: r.Intervals.NonSystemDiskRetry}, nil
 	}
@@ -134,17 +135,17 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		case errors.Is(err, ovirt.ErrNotFound):
 			return r.finishDelete(s)
 		case errors.Is(err, ovirt.ErrLocked), errors.Is(err, ovirt.ErrConflict):
-			deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is locked by oVirt; retrying", vm.ID)
+			deleted(infrav1.VMDeletingReason, clusterv1.ConditionSeverityInfo, "VM %s is locked by oVirt; retrying", vm.ID)
 			return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 		case errors.Is(err, ovirt.ErrInvalid):
-			deleted(infrav1.VMDeleteFailedReason, clusterv1beta1.ConditionSeverityWarning, "oVirt refused to remove VM %s: %v", vm.ID, err)
+			deleted(infrav1.VMDeleteFailedReason, clusterv1.ConditionSeverityWarning, "oVirt refused to remove VM %s: %v", vm.ID, err)
 			return r.retryLater(), nil
 		}
 		return ctrl.Result{}, fmt.Errorf("removing VM %s: %w", vm.ID, err)
 	}
 	s.log.Info("Removed VM", "vmID", vm.ID)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMRemoved, "DeleteVM", "Removed VM %s", vm.ID)
-	deleted(infrav1.VMDeletingReason, clusterv1beta1.ConditionSeverityInfo, "oVirt is removing VM %s", vm.ID)
+	deleted(infrav1.VMDeletingReason, clusterv1.ConditionSeverityInfo, "oVirt is removing VM %s", vm.ID)
 	// Confirm with a read that it is gone before dropping the finalizer.
 	return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 }
@@ -168,12 +169,12 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 		action, reason = ovirt.PowerStop, "powering off (graceful shutdown did not finish in time)"
 	} else if requested || vm.Status == ovirt.VMStatusPoweringDown {
 		// Asked once already: give the guest time instead of repeating the request.
-		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
+		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
 		return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 	}
 	if err := s.ovirt.Power(ctx, vm.ID, action); err != nil && !errors.Is(err, ovirt.ErrNotFound) {
 		if errors.Is(err, ovirt.ErrLocked) || errors.Is(err, ovirt.ErrConflict) || errors.Is(err, ovirt.ErrInvalid) {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo,
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo,
 				"VM %s: %s refused (%v); retrying", vm.ID, action, err)
 			return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 		}
@@ -184,7 +185,7 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 		ev = eventVMStopped
 	}
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, ev, "PowerOff", "VM %s: %s", vm.ID, reason)
-	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1beta1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
+	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
 	return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 }
 
@@ -205,8 +206,9 @@ func (r *OVirtMachineReconciler) finishDeleteWithoutOVirt(s *machineScope, why s
 }
 
 func (r *OVirtMachineReconciler) finishDelete(s *machineScope) (ctrl.Result, error) {
+	// status.initialization.provisioned stays true (the v1beta1 status.ready used to become
+	// false here): Ready says that the machine is gone (updateMachineStatus).
 	v1beta1conditions.MarkTrue(s.om, infrav1.MachineDeletedCondition)
-	s.om.Status.Ready = false
 	controllerutil.RemoveFinalizer(s.om, infrav1.MachineFinalizer)
 	r.reads.forget(client.ObjectKeyFromObject(s.om))
 	return ctrl.Result{}, nil

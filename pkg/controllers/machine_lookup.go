@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
 )
 

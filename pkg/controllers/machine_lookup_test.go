@@ -7,7 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
 	"github.com/capov/capov/pkg/ovirt/fake"
 )

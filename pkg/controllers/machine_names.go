@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 // Engine limits on VM names and descriptions (MaxVmNameLength, VmBase.description), and the

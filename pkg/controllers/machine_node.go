@@ -7,17 +7,17 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 // reconcileNode sets spec.providerID on the workload-cluster Node of the VM. There is no oVirt
@@ -34,7 +34,7 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 	remote, err := r.ClusterCache.GetClient(ctx, util.ObjectKey(s.cluster))
 	if err != nil {
 		if errors.Is(err, clustercache.ErrClusterNotConnected) {
-			v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WorkloadClusterUnreachableReason, clusterv1beta1.ConditionSeverityInfo,
+			v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WorkloadClusterUnreachableReason, clusterv1.ConditionSeverityInfo,
 				"waiting for the API of workload cluster %s to be reachable", s.cluster.Name)
 			return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
 		}
@@ -52,13 +52,13 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 	}
 	nodes := &corev1.NodeList{}
 	if err := remote.List(ctx, nodes); err != nil {
-		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WorkloadClusterUnreachableReason, clusterv1beta1.ConditionSeverityWarning,
+		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WorkloadClusterUnreachableReason, clusterv1.ConditionSeverityWarning,
 			"listing Nodes of workload cluster %s: %v", s.cluster.Name, err)
 		return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
 	}
 	node := findNode(nodes.Items, vm.ID, hostNameFor(om.Namespace, om.Name), want)
 	if node == nil {
-		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WaitingForNodeReason, clusterv1beta1.ConditionSeverityInfo,
+		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.WaitingForNodeReason, clusterv1.ConditionSeverityInfo,
 			"waiting for VM %s to register as a Node of workload cluster %s", vm.Name, s.cluster.Name)
 		return stop(ctrl.Result{RequeueAfter: r.Intervals.NodePoll}, nil)
 	}
@@ -73,7 +73,7 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 		s.log.Info("Set Node providerID", "node", node.Name, "providerID", want)
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventProviderIDSet, "SetProviderID", "Set providerID %s on Node %s", want, node.Name)
 	default:
-		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.ProviderIDMismatchReason, clusterv1beta1.ConditionSeverityWarning,
+		v1beta1conditions.MarkFalse(om, infrav1.K8sProviderIDSetupCondition, infrav1.ProviderIDMismatchReason, clusterv1.ConditionSeverityWarning,
 			"Node %s has providerID %q, not %q; it cannot be changed: check which VM the Node runs on", node.Name, node.Spec.ProviderID, want)
 		return stop(r.retryLater(), nil)
 	}
@@ -85,8 +85,8 @@ func (r *OVirtMachineReconciler) reconcileNode(ctx context.Context, s *machineSc
 		if len(om.Status.Addresses) == 0 {
 			msg = fmt.Sprintf("VM %s is up; neither its guest agent (is qemu-guest-agent in the image?) nor Node %s reports an address: the machine has none", vm.ID, node.Name)
 		}
-		v1beta1conditions.Set(om, &clusterv1beta1.Condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue,
-			Reason: infrav1.NoGuestAddressesReason, Severity: clusterv1beta1.ConditionSeverityInfo, Message: msg})
+		v1beta1conditions.Set(om, &clusterv1.Condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue,
+			Reason: infrav1.NoGuestAddressesReason, Severity: clusterv1.ConditionSeverityInfo, Message: msg})
 	}
 	v1beta1conditions.MarkTrue(om, infrav1.K8sProviderIDSetupCondition)
 	return next()

@@ -14,13 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/diskalias"
 	"github.com/capov/capov/pkg/ovirt"
 )
@@ -55,10 +55,11 @@ type phase func(ctx context.Context, s *machineScope) (done bool, res ctrl.Resul
 
 func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	om := s.om
-	if om.Status.FailureReason != nil {
-		// Product doc §5.4: nothing is retried until a human clears the failure.
-		s.log.Info("Not reconciling: status.failureReason is set; fix the cause, then clear it",
-			"failureReason", *om.Status.FailureReason)
+	if reason, _ := machineFailure(om); reason != nil {
+		// Product doc §5.4: nothing is retried until a human clears the failure
+		// (status.deprecated.v1beta1.failureReason, the v1beta1 status.failureReason).
+		s.log.Info("Not reconciling: status.deprecated.v1beta1.failureReason (v1beta1 status.failureReason) is set; fix the cause, then clear it",
+			"failureReason", *reason)
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(om)
@@ -75,7 +76,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 	// guest agent's addresses) once per four Node polls, to notice a VM that went away or got
 	// its addresses.
 	refresh := r.Intervals.VMRefresh
-	if !om.Status.Ready || len(om.Status.Addresses) == 0 {
+	if !provisioned(om) || len(om.Status.Addresses) == 0 {
 		refresh = min(refresh, 4*r.Intervals.NodePoll)
 	}
 	if vmStepsDone(om) {
@@ -98,16 +99,16 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 			return res, err
 		}
 	}
-	if !om.Status.Ready {
-		s.log.Info("OVirtMachine is ready", "vmID", om.Status.VMID, "node", om.Status.NodeName)
+	if !provisioned(om) {
+		s.log.Info("OVirtMachine is provisioned", "vmID", om.Status.VMID, "node", om.Status.NodeName)
 	}
-	om.Status.Ready = true
+	om.Status.Initialization.Provisioned = ptr.To(true)
 	return ctrl.Result{RequeueAfter: refresh}, nil
 }
 
 // vmStepsDone reports whether every step in oVirt is done and the VM was up when last read.
 func vmStepsDone(om *infrav1.OVirtMachine) bool {
-	for _, t := range []clusterv1beta1.ConditionType{infrav1.MachineCreatedCondition, infrav1.MachineDiskResizedCondition,
+	for _, t := range []clusterv1.ConditionType{infrav1.MachineCreatedCondition, infrav1.MachineDiskResizedCondition,
 		infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition} {
 		if !v1beta1conditions.IsTrue(om, t) {
 			return false
@@ -126,7 +127,7 @@ func next() (bool, ctrl.Result, error) { return true, ctrl.Result{}, nil }
 // (a third of it). Waits stay between a tenth of VMPoll (at least 100ms) and VMPoll: short
 // operations are noticed within a second, long ones cost few reads, and under a rate limit the
 // Engine is not asked uselessly.
-func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv1beta1.ConditionType) ctrl.Result {
+func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv1.ConditionType) ctrl.Result {
 	lowest := max(r.Intervals.VMPoll/10, 100*time.Millisecond)
 	wait := lowest
 	if ltt := v1beta1conditions.GetLastTransitionTime(om, step); ltt != nil && v1beta1conditions.IsFalse(om, step) {
@@ -150,7 +151,7 @@ func (r *OVirtMachineReconciler) waitForClusterInfrastructure(_ context.Context,
 	}
 	if s.om.Status.VMID == "" {
 		v1beta1conditions.MarkFalse(s.om, infrav1.MachineCreatedCondition, infrav1.WaitingForClusterInfrastructureReason,
-			clusterv1beta1.ConditionSeverityInfo, "waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
+			clusterv1.ConditionSeverityInfo, "waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
 	}
 	// The Cluster watch reconciles again once it is provisioned.
 	return stop(ctrl.Result{}, nil)
@@ -164,7 +165,7 @@ func (r *OVirtMachineReconciler) connect(ctx context.Context, s *machineScope) (
 		if !apierrors.IsNotFound(err) {
 			return stop(ctrl.Result{}, err)
 		}
-		v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, infrav1.ProviderNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+		v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, infrav1.ProviderNotFoundReason, clusterv1.ConditionSeverityWarning,
 			"OVirtProvider %q named by spec.provider does not exist; create it (kubectl get capovp lists the existing ones)", om.Spec.Provider)
 		// The OVirtProvider watch reconciles again when it is created.
 		return stop(ctrl.Result{}, nil)
@@ -173,17 +174,16 @@ func (r *OVirtMachineReconciler) connect(ctx context.Context, s *machineScope) (
 	cl, _, err := r.Connector.Connect(ctx, p)
 	if err != nil {
 		problem := Classify(err)
-		severity := clusterv1beta1.ConditionSeverityWarning
+		severity := clusterv1.ConditionSeverityWarning
 		if problem.Critical {
-			severity = clusterv1beta1.ConditionSeverityError
+			severity = clusterv1.ConditionSeverityError
 		}
 		v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, problem.Reason, severity,
 			"OVirtProvider %s: %s", p.Name, problem.Message)
-		if problem.Critical && !om.Status.Ready {
+		if problem.Critical && !provisioned(om) {
 			// Product doc §4.3: a machine that cannot be created because its provider is
 			// misconfigured stops here until a human fixed the provider and cleared the failure.
-			om.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
-			om.Status.FailureMessage = ptr.To(fmt.Sprintf("OVirtProvider %s: %s (%s)", p.Name, problem.Message, problem.Reason))
+			setMachineFailure(om, infrav1.OVirtEngineConnectionCriticalFailure, fmt.Sprintf("OVirtProvider %s: %s (%s)", p.Name, problem.Message, problem.Reason))
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventConnectionFailed, "Connect",
 				"Cannot use OVirtProvider %s (%s): fix it, then clear status.failureReason", p.Name, problem.Reason)
 			return stop(ctrl.Result{}, nil)
@@ -202,10 +202,7 @@ func vmIDOf(om *infrav1.OVirtMachine) string {
 	if om.Status.VMID != "" {
 		return om.Status.VMID
 	}
-	if om.Spec.ProviderID != nil {
-		return strings.TrimPrefix(*om.Spec.ProviderID, infrav1.ProviderIDPrefix)
-	}
-	return ""
+	return strings.TrimPrefix(om.Spec.ProviderID, infrav1.ProviderIDPrefix)
 }
 
 // ownerMarker is written into the VM comment at creation: it proves which OVirtMachine a VM
@@ -251,7 +248,7 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		for _, vm := range ours {
 			ids = append(ids, vm.ID)
 		}
-		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.DuplicateVMsReason, clusterv1beta1.ConditionSeverityError,
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.DuplicateVMsReason, clusterv1.ConditionSeverityError,
 			"%d VMs named %q carry this OVirtMachine's owner marker (%s); remove all but one in oVirt", len(ours), name, strings.Join(ids, ", "))
 		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDuplicateVMs, "FindVM", "Found %d VMs for this machine: %s", len(ours), strings.Join(ids, ", "))
 		return stop(r.retryLater(), nil)
@@ -259,14 +256,14 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		s.log.Info("Adopting the VM created for this OVirtMachine", "vmID", ours[0].ID)
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMAdopted, "FindVM", "Adopted VM %s created earlier for this machine", ours[0].ID)
 		om.Status.VMID = ours[0].ID
-		om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + ours[0].ID)
+		om.Spec.ProviderID = infrav1.ProviderIDPrefix + ours[0].ID
 		vm, err := s.ovirt.GetVM(ctx, ours[0].ID)
 		if err != nil {
 			return stop(ctrl.Result{}, fmt.Errorf("reading VM %s: %w", ours[0].ID, err))
 		}
 		return r.recordVM(ctx, s, vm)
 	case len(vms) > 0:
-		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreateFailedReason, clusterv1beta1.ConditionSeverityWarning,
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreateFailedReason, clusterv1.ConditionSeverityWarning,
 			"a VM named %q already exists in oVirt (id %s) and was not created for this OVirtMachine; rename or remove it", name, vms[0].ID)
 		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNameTaken, "FindVM", "VM name %q is used by VM %s", name, vms[0].ID)
 		return stop(r.retryLater(), nil)
@@ -278,9 +275,8 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 func (r *OVirtMachineReconciler) vmGone(s *machineScope, id string) (bool, ctrl.Result, error) {
 	om := s.om
 	msg := fmt.Sprintf("VM %s of this machine no longer exists in oVirt (removed outside Cluster API); delete the Machine so that Cluster API replaces it", id)
-	v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMNotFoundReason, clusterv1beta1.ConditionSeverityError, "%s", msg)
-	om.Status.FailureReason = ptr.To(infrav1.VMDeletedOutOfBandFailure)
-	om.Status.FailureMessage = ptr.To(msg)
+	v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMNotFoundReason, clusterv1.ConditionSeverityError, "%s", msg)
+	setMachineFailure(om, infrav1.VMDeletedOutOfBandFailure, msg)
 	om.Status.VMState = ""
 	r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMDeletedOOB, "FindVM", "%s", msg)
 	return stop(ctrl.Result{}, nil)
@@ -296,11 +292,11 @@ func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm
 	if vm.Name != "" {
 		om.Status.VMName = vm.Name
 	}
-	if om.Spec.ProviderID == nil {
-		om.Spec.ProviderID = ptr.To(infrav1.ProviderIDPrefix + vm.ID)
+	if om.Spec.ProviderID == "" {
+		om.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	}
 	if vm.Status == ovirt.VMStatusImageLocked {
-		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, clusterv1beta1.ConditionSeverityInfo,
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, clusterv1.ConditionSeverityInfo,
 			"oVirt is creating the disks of VM %s", vm.ID)
 		return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 	}
@@ -345,7 +341,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 	disks, _ := systemDisks(om, vm)
 	for _, d := range disks {
 		if d.Status == ovirt.DiskStatusLocked {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1.ConditionSeverityInfo,
 				"disk %s is locked by oVirt", d.Alias)
 			return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 		}
@@ -360,7 +356,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 	}
 	if want > 0 {
 		if osDisk == nil {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.NoOSDiskReason, clusterv1beta1.ConditionSeverityWarning,
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.NoOSDiskReason, clusterv1.ConditionSeverityWarning,
 				"spec.osdisksizegb is %d but VM %s has no bootable disk from template %q to resize", om.Spec.OSDiskSizeGB, vm.ID, om.Spec.Template)
 			return stop(ctrl.Result{}, reconcile.TerminalError(errors.New("no OS disk to resize")))
 		}
@@ -371,7 +367,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 			if !v1beta1conditions.IsFalse(om, infrav1.MachineDiskResizedCondition) || v1beta1conditions.GetReason(om, infrav1.MachineDiskResizedCondition) != infrav1.DiskSmallerThanTemplateReason {
 				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDiskTooSmall, "ResizeDisk", "%s", msg)
 			}
-			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1beta1.ConditionSeverityWarning, "%s", msg)
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1.ConditionSeverityWarning, "%s", msg)
 			// The spec is immutable: retrying cannot help, so do not (no retry storm).
 			return stop(ctrl.Result{}, reconcile.TerminalError(errors.New(msg)))
 		}
@@ -394,11 +390,11 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 		if err := s.ovirt.UpdateDisk(ctx, vm.ID, d.ID, u); err != nil {
 			switch {
 			case errors.Is(err, ovirt.ErrLocked):
-				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
+				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1.ConditionSeverityInfo,
 					"disk %s is locked by oVirt", d.Alias)
 				return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 			case engineRefused(err):
-				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskUpdateFailedReason, clusterv1beta1.ConditionSeverityWarning,
+				v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskUpdateFailedReason, clusterv1.ConditionSeverityWarning,
 					"oVirt refused to update disk %s: %v", d.Alias, err)
 				return stop(r.retryLater(), nil)
 			}
@@ -418,7 +414,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 	}
 	if resizing {
 		// oVirt extends the image asynchronously; the next read shows the disk locked, then ok.
-		v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1beta1.ConditionSeverityInfo,
+		v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1.ConditionSeverityInfo,
 			"extending disk %s to %d GiB", osDisk.Alias, om.Spec.OSDiskSizeGB)
 		return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 	}
@@ -438,7 +434,7 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	ocl, err := s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
 	if err != nil {
 		if errors.Is(err, ovirt.ErrNotFound) {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.OVirtClusterNotFoundReason, clusterv1beta1.ConditionSeverityWarning,
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.OVirtClusterNotFoundReason, clusterv1.ConditionSeverityWarning,
 				"oVirt cluster %q (spec.ovirtcluster) not found", om.Spec.OVirtCluster)
 			return stop(r.retryLater(), nil)
 		}
@@ -453,7 +449,7 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 				if v1beta1conditions.GetReason(om, infrav1.MachineNetworkSetCondition) != infrav1.VnicProfileNotFoundReason {
 					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVnicProfileAbsent, "SetNICs", "%s", msg)
 				}
-				v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.VnicProfileNotFoundReason, clusterv1beta1.ConditionSeverityWarning, "%s", msg)
+				v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.VnicProfileNotFoundReason, clusterv1.ConditionSeverityWarning, "%s", msg)
 				return stop(r.retryLater(), nil)
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("finding vNIC profile %q: %w", n.VnicProfile, err))
@@ -465,12 +461,12 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	var changes []string
 	fail := func(err error, what string) (bool, ctrl.Result, error) {
 		if errors.Is(err, ovirt.ErrLocked) {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1beta1.ConditionSeverityInfo,
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1.ConditionSeverityInfo,
 				"%s: VM %s is locked by oVirt; retrying", what, vm.ID)
 			return stop(r.waitFor(s.om, infrav1.MachineNetworkSetCondition), nil)
 		}
 		if engineRefused(err) {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1beta1.ConditionSeverityWarning,
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1.ConditionSeverityWarning,
 				"oVirt refused %s: %v", what, err)
 			return stop(r.retryLater(), nil)
 		}
@@ -518,8 +514,8 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		} else {
 			// Not an error: an image without qemu-guest-agent reports nothing. The Node's
 			// addresses stand in once it registers (reconcileNode).
-			v1beta1conditions.Set(om, &clusterv1beta1.Condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue,
-				Reason: infrav1.NoGuestAddressesReason, Severity: clusterv1beta1.ConditionSeverityInfo,
+			v1beta1conditions.Set(om, &clusterv1.Condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue,
+				Reason: infrav1.NoGuestAddressesReason, Severity: clusterv1.ConditionSeverityInfo,
 				Message: fmt.Sprintf("VM %s is up; its guest agent reports no address on the VM's NICs (is qemu-guest-agent in the image?): addresses come from the Node once it registers", vm.ID)})
 		}
 		return next()
@@ -529,20 +525,20 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 			case errors.Is(err, ovirt.ErrLocked):
 				return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 			case engineRefused(err):
-				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason, clusterv1beta1.ConditionSeverityWarning,
+				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason, clusterv1.ConditionSeverityWarning,
 					"oVirt refused to start VM %s: %v", vm.ID, err)
 				return stop(r.retryLater(), nil)
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("starting VM %s: %w", vm.ID, err))
 		}
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMStarted, "PowerOn", "Started VM %s", vm.ID)
-		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1beta1.ConditionSeverityInfo, "powering up")
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1.ConditionSeverityInfo, "powering up")
 		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	case ovirt.VMStatusWaitForLaunch, ovirt.VMStatusPoweringUp, ovirt.VMStatusRebootInProgress:
-		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1beta1.ConditionSeverityInfo, "powering up")
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1.ConditionSeverityInfo, "powering up")
 		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	default:
-		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMNotRunningReason, clusterv1beta1.ConditionSeverityWarning,
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMNotRunningReason, clusterv1.ConditionSeverityWarning,
 			"VM %s is %s in oVirt", vm.ID, vm.Status)
 		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	}
@@ -562,10 +558,10 @@ const zeroMAC = "00:00:00:00:00:00"
 // unspecified addresses and the control-plane endpoint (a VIP that moves between control-plane
 // machines) are dropped. The order is stable: by NIC name, then IPv4 before IPv6, then by
 // address; at most maxAddresses.
-func machineAddresses(vm *ovirt.VM, endpointHost string) []clusterv1beta1.MachineAddress {
+func machineAddresses(vm *ovirt.VM, endpointHost string) []clusterv1.MachineAddress {
 	nics := slices.Clone(vm.NICs)
 	sort.Slice(nics, func(i, j int) bool { return nics[i].Name < nics[j].Name })
-	var out []clusterv1beta1.MachineAddress
+	var out []clusterv1.MachineAddress
 	seen := map[string]bool{}
 	for _, nic := range nics {
 		mac := strings.ToLower(strings.TrimSpace(nic.MAC))
@@ -592,7 +588,7 @@ func machineAddresses(vm *ovirt.VM, endpointHost string) []clusterv1beta1.Machin
 			return bytes.Compare(ips[i].To16(), ips[j].To16()) < 0
 		})
 		for _, ip := range ips {
-			out = append(out, clusterv1beta1.MachineAddress{Type: clusterv1beta1.MachineInternalIP, Address: ip.String()})
+			out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ip.String()})
 		}
 	}
 	if len(out) > maxAddresses {
@@ -616,16 +612,16 @@ func usableIP(raw, endpointHost string) net.IP {
 
 // nodeAddresses returns the IP addresses of a Node's status (InternalIP and ExternalIP), with
 // the filter of machineAddresses: the fallback for a VM whose guest agent reports nothing.
-func nodeAddresses(node *corev1.Node, endpointHost string) []clusterv1beta1.MachineAddress {
-	var out []clusterv1beta1.MachineAddress
+func nodeAddresses(node *corev1.Node, endpointHost string) []clusterv1.MachineAddress {
+	var out []clusterv1.MachineAddress
 	seen := map[string]bool{}
 	for _, a := range node.Status.Addresses {
-		var typ clusterv1beta1.MachineAddressType
+		var typ clusterv1.MachineAddressType
 		switch a.Type {
 		case corev1.NodeInternalIP:
-			typ = clusterv1beta1.MachineInternalIP
+			typ = clusterv1.MachineInternalIP
 		case corev1.NodeExternalIP:
-			typ = clusterv1beta1.MachineExternalIP
+			typ = clusterv1.MachineExternalIP
 		default:
 			continue
 		}
@@ -634,7 +630,7 @@ func nodeAddresses(node *corev1.Node, endpointHost string) []clusterv1beta1.Mach
 			continue
 		}
 		seen[ip.String()] = true
-		out = append(out, clusterv1beta1.MachineAddress{Type: typ, Address: ip.String()})
+		out = append(out, clusterv1.MachineAddress{Type: typ, Address: ip.String()})
 		if len(out) == maxAddresses {
 			break
 		}

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
-	v1beta1patch "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/patch"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
+	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/credentials"
 	"github.com/capov/capov/pkg/ovirt"
 )
@@ -41,7 +41,8 @@ const (
 )
 
 // OVirtProviderReconciler checks that each OVirtProvider can reach its Engine and reports it
-// in status.ready and the CanConnectToOVirt condition.
+// in the CanConnectToOVirt and Ready conditions (and, for v1beta1 readers, in
+// status.deprecated.v1beta1: ready, conditions, failureReason, failureMessage).
 type OVirtProviderReconciler struct {
 	// Client reads and patches OVirtProviders and credentials Secrets.
 	Client client.Client
@@ -155,19 +156,20 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		r.Connector.Factory.Forget(p.Name)
 		return ctrl.Result{}, nil
 	}
-	helper, err := v1beta1patch.NewHelper(p, r.Client)
+	helper, err := patch.NewHelper(p, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wasReady := p.Status.Ready && v1beta1conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)
+	wasReady := p.Status.Deprecated != nil && p.Status.Deprecated.V1Beta1 != nil && p.Status.Deprecated.V1Beta1.Ready &&
+		v1beta1conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)
 	defer func() {
 		p.Status.ObservedGeneration = p.Generation
 		v1beta1conditions.SetSummary(p, v1beta1conditions.WithConditions(infrav1.CanConnectToOVirtCondition))
+		mirrorConditions(p, p.Generation, ownedProviderConditions)
 		patchCtx, cancel := deferredPatchContext(ctx)
 		defer cancel()
-		if err := helper.Patch(patchCtx, p, v1beta1patch.WithOwnedConditions{Conditions: []clusterv1beta1.ConditionType{
-			clusterv1beta1.ReadyCondition, infrav1.CanConnectToOVirtCondition,
-		}}); err != nil {
+		if err := helper.Patch(patchCtx, p, patch.WithOwnedV1Beta1Conditions{Conditions: ownedProviderConditions},
+			patch.WithOwnedConditions{Conditions: ownedTypes(ownedProviderConditions)}); err != nil {
 			reterr = errors.Join(reterr, fmt.Errorf("patching OVirtProvider status: %w", err))
 		}
 	}()
@@ -191,17 +193,18 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if err != nil {
 		problem := Classify(err)
-		severity := clusterv1beta1.ConditionSeverityWarning
+		severity := clusterv1.ConditionSeverityWarning
 		if problem.Critical {
-			severity = clusterv1beta1.ConditionSeverityError
-			p.Status.FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
-			p.Status.FailureMessage = ptr.To(problem.Message)
+			severity = clusterv1.ConditionSeverityError
+			providerV1Beta1(p).FailureReason = ptr.To(infrav1.OVirtEngineConnectionCriticalFailure)
+			providerV1Beta1(p).FailureMessage = ptr.To(problem.Message)
 		} else {
-			p.Status.FailureReason, p.Status.FailureMessage = nil, nil
+			providerV1Beta1(p).FailureReason, providerV1Beta1(p).FailureMessage = nil, nil
 		}
-		p.Status.Ready = false
+		// The v1beta1 status.ready; v1beta2 readers see Ready=False.
+		providerV1Beta1(p).Ready = false
 		v1beta1conditions.MarkFalse(p, infrav1.CanConnectToOVirtCondition, problem.Reason, severity, "%s", problem.Message)
-		if wasReady || !v1beta1conditions.Has(p, clusterv1beta1.ReadyCondition) {
+		if wasReady || !v1beta1conditions.Has(p, clusterv1.ReadyV1Beta1Condition) {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventDisconnected, "Connect", "Cannot connect to oVirt: %s", problem.Message)
 		}
 		log.Info("Cannot connect to oVirt", "reason", problem.Reason, "message", problem.Message)
@@ -211,8 +214,8 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	r.checks.record(p.Name, resolved.Config.Fingerprint(), r.Now())
-	p.Status.Ready = true
-	p.Status.FailureReason, p.Status.FailureMessage = nil, nil
+	providerV1Beta1(p).Ready = true
+	providerV1Beta1(p).FailureReason, providerV1Beta1(p).FailureMessage = nil, nil
 	v1beta1conditions.MarkTrue(p, infrav1.CanConnectToOVirtCondition)
 	if !wasReady {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventConnected, "Connect", "Connected to oVirt Engine %s (credentials from %s)", p.Status.EngineVersion, resolved.Source)
@@ -253,4 +256,19 @@ func (r *OVirtProviderReconciler) ensureSecretOwnerRef(ctx context.Context, p *i
 		return fmt.Errorf("adding the OVirtProvider as owner of Secret %s: %w", klog.KObj(s), err)
 	}
 	return nil
+}
+
+// ownedProviderConditions are the v1beta1-format conditions the manager owns on
+// OVirtProviders; with Ready they are also its status.conditions.
+var ownedProviderConditions = []clusterv1.ConditionType{clusterv1.ReadyV1Beta1Condition, infrav1.CanConnectToOVirtCondition}
+
+// providerV1Beta1 returns status.deprecated.v1beta1 of p, creating it.
+func providerV1Beta1(p *infrav1.OVirtProvider) *infrav1.OVirtProviderV1Beta1DeprecatedStatus {
+	if p.Status.Deprecated == nil {
+		p.Status.Deprecated = &infrav1.OVirtProviderDeprecatedStatus{}
+	}
+	if p.Status.Deprecated.V1Beta1 == nil {
+		p.Status.Deprecated.V1Beta1 = &infrav1.OVirtProviderV1Beta1DeprecatedStatus{}
+	}
+	return p.Status.Deprecated.V1Beta1
 }

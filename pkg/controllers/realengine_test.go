@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capov/capov/pkg/ovirt"
 )
@@ -44,10 +44,10 @@ func kubernetesNodeVM(services int) *ovirt.VM {
 func TestMachineAddressesKeepOnlyTheVMNICsInAStableOrder(t *testing.T) {
 	g := NewWithT(t)
 	vm := kubernetesNodeVM(300)
-	want := []clusterv1beta1.MachineAddress{
-		{Type: clusterv1beta1.MachineInternalIP, Address: "10.0.0.5"},
-		{Type: clusterv1beta1.MachineInternalIP, Address: "2001:db8::5"},
-		{Type: clusterv1beta1.MachineInternalIP, Address: "192.168.50.7"},
+	want := []clusterv1.MachineAddress{
+		{Type: clusterv1.MachineInternalIP, Address: "10.0.0.5"},
+		{Type: clusterv1.MachineInternalIP, Address: "2001:db8::5"},
+		{Type: clusterv1.MachineInternalIP, Address: "192.168.50.7"},
 	}
 	g.Expect(machineAddresses(vm, "10.0.1.100")).To(Equal(want), "nic1 then nic2, IPv4 first, no lo/link-local/CNI/Service IPs, no endpoint VIP")
 
@@ -92,9 +92,9 @@ func TestNodeAddressesAreTheFallback(t *testing.T) {
 		{Type: corev1.NodeExternalIP, Address: "203.0.113.4"},
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.9"},
 	}
-	g.Expect(nodeAddresses(node, "10.0.1.100")).To(Equal([]clusterv1beta1.MachineAddress{
-		{Type: clusterv1beta1.MachineInternalIP, Address: "10.0.0.9"},
-		{Type: clusterv1beta1.MachineExternalIP, Address: "203.0.113.4"},
+	g.Expect(nodeAddresses(node, "10.0.1.100")).To(Equal([]clusterv1.MachineAddress{
+		{Type: clusterv1.MachineInternalIP, Address: "10.0.0.9"},
+		{Type: clusterv1.MachineExternalIP, Address: "203.0.113.4"},
 	}))
 	g.Expect(nodeAddresses(&corev1.Node{}, "")).To(BeEmpty())
 }

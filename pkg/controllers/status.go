@@ -2,41 +2,90 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
-	v1beta2conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
-// v1beta2Object has both condition formats.
-type v1beta2Object interface {
+// bothFormats is an object with status.conditions (metav1) and
+// status.deprecated.v1beta1.conditions (the v1beta1 format, with a severity).
+type bothFormats interface {
+	conditions.Setter
 	v1beta1conditions.Setter
-	v1beta2conditions.Setter
 }
 
-// syncV1Beta2Ready mirrors the v1beta1 Ready summary into status.v1beta2.conditions, which
-// Cluster API reads first when it builds the Machine's InfrastructureReady condition: the
-// reason and message of the failing step reach the Machine unchanged.
-func syncV1Beta2Ready(obj v1beta2Object, generation int64) {
-	ready := v1beta1conditions.Get(obj, clusterv1beta1.ReadyCondition)
-	c := metav1.Condition{Type: infrav1.ReadyV1Beta2Condition, ObservedGeneration: generation}
+// Reasons of a status.conditions entry whose v1beta1 counterpart has none (a metav1.Condition
+// needs one).
+const (
+	// reasonDone goes with a lifecycle condition that is True.
+	reasonDone = "Done"
+	// reasonPending goes with a lifecycle condition not reached yet (False without a reason in
+	// the v1beta1 format, as in the product doc's example).
+	reasonPending = "Pending"
+	// reasonReadyUnknown goes with Ready before anything was recorded.
+	reasonReadyUnknown = "ReadyUnknown"
+	// reasonNotReady goes with Ready False whose v1beta1 summary has no reason.
+	reasonNotReady = "NotReady"
+)
+
+// mirrorConditions copies the v1beta1-format conditions the phases recorded (types, in this
+// order) into status.conditions with the same status, reason and message, and derives Ready
+// there from the v1beta1 Ready summary: Cluster API mirrors status.conditions Ready into the
+// Machine's (or Cluster's) InfrastructureReady, so the reason and message of the failing step
+// reach the Machine unchanged. A type without a v1beta1 condition is removed from
+// status.conditions. Paused is left alone (util/paused owns it).
+func mirrorConditions(obj bothFormats, generation int64, types []clusterv1.ConditionType) {
+	for _, t := range types {
+		if t == clusterv1.ReadyV1Beta1Condition {
+			continue
+		}
+		c := v1beta1conditions.Get(obj, t)
+		if c == nil {
+			conditions.Delete(obj, string(t))
+			continue
+		}
+		m := metav1.Condition{Type: string(t), Status: metav1.ConditionStatus(c.Status), Reason: c.Reason, Message: c.Message, ObservedGeneration: generation}
+		if m.Reason == "" {
+			m.Reason = reasonPending
+			if c.Status == corev1.ConditionTrue {
+				m.Reason = reasonDone
+			}
+		}
+		conditions.Set(obj, m)
+	}
+	ready := v1beta1conditions.Get(obj, clusterv1.ReadyV1Beta1Condition)
+	c := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: generation}
 	switch {
 	case ready == nil:
-		c.Status, c.Reason = metav1.ConditionUnknown, "ReadyUnknown"
+		c.Status, c.Reason = metav1.ConditionUnknown, reasonReadyUnknown
 	case ready.Status == corev1.ConditionTrue:
-		c.Status, c.Reason = metav1.ConditionTrue, "Ready"
+		c.Status, c.Reason = metav1.ConditionTrue, infrav1.ReadyReason
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionStatus(ready.Status), ready.Reason, ready.Message
 		if c.Reason == "" {
-			c.Reason = "NotReady"
+			c.Reason = reasonNotReady
 		}
 	}
-	v1beta2conditions.Set(obj, c)
+	conditions.Set(obj, c)
+}
+
+// ownedTypes returns the status.conditions types of the v1beta1 types, plus Ready.
+func ownedTypes(types []clusterv1.ConditionType) []string {
+	out := make([]string, 0, len(types)+1)
+	for _, t := range types {
+		out = append(out, string(t))
+	}
+	if !slices.Contains(out, infrav1.ReadyCondition) {
+		out = append(out, infrav1.ReadyCondition)
+	}
+	return out
 }
 
 // deferredPatchTimeout bounds the status patch at the end of a reconcile.

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 // OVirtMachineTemplateReconciler publishes status.capacity (cpu, memory) of each template so

@@ -25,7 +25,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 	"github.com/capov/capov/test/percentile"
@@ -350,7 +350,7 @@ func (r *Runner) waitReady(ctx context.Context, c client.Client, ns string, n in
 		}
 		now := time.Now()
 		for _, om := range oms.Items {
-			if om.Status.Ready {
+			if ptr.Deref(om.Status.Initialization.Provisioned, false) {
 				if _, seen := readyAt[om.Name]; !seen {
 					readyAt[om.Name] = now
 				}

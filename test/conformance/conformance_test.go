@@ -8,15 +8,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -150,6 +152,66 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		Eventually(func() []clusterv1.Machine { return machinesOf(ctx, "broken") }, wait, poll).Should(BeEmpty())
 	})
 
+	It("reads only status.initialization.provisioned of a v1beta2 OVirtMachine: status.ready alone leaves the Machine waiting", func(ctx SpecContext) {
+		// The OVirtMachine carries the paused annotation, so that CAPOV's manager leaves it
+		// alone (util/paused) while CAPI's Machine controller, whose Machine is not paused,
+		// reads it when it reconciles the Machine: the status is what this test writes.
+		m := harness.Machine(cluster, "contract-probe", "bootstrap-data")
+		om := harness.OVirtMachine(m, machineTemplate("unused", "rhcos-4.14", 2).Spec.Template.Spec)
+		om.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+		om.Spec.ProviderID = "ovirt://contract-probe"
+		Expect(mgmt.Create(ctx, om)).To(Succeed())
+		Expect(mgmt.Create(ctx, m)).To(Succeed())
+
+		// A v1beta1-style status.ready: true is not part of the v1beta2 schema: pruned.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("OVirtMachine"))
+		u.SetNamespace(ns)
+		u.SetName(om.Name)
+		Expect(mgmt.Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"status":{"ready":true}}`)))).To(Succeed())
+		Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+		_, found, err := unstructured.NestedFieldNoCopy(u.Object, "status", "ready")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeFalse(), "status.ready is pruned by the v1beta2 schema")
+		// CAPI's watch of infrastructure machines skips paused objects: make it read the
+		// OVirtMachine again through its Machine.
+		nudge := func(n string) {
+			Expect(mgmt.Patch(ctx, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Name}},
+				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test.capov.io/nudge":"`+n+`"}}}`)))).To(Succeed())
+		}
+		nudge("1")
+		Consistently(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(ptr.Deref(got.Status.Initialization.InfrastructureProvisioned, false)).To(BeFalse())
+			g.Expect(got.Spec.ProviderID).To(BeEmpty())
+			if c := findCondition(got.Status.Conditions, clusterv1.InfrastructureReadyCondition); c != nil {
+				g.Expect(c.Status).NotTo(Equal(metav1.ConditionTrue))
+			}
+		}, "3s", poll).Should(Succeed())
+
+		// status.initialization.provisioned: true (with a Ready condition) lets it progress.
+		Expect(mgmt.Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"status":{"initialization":{"provisioned":true},`+
+			`"conditions":[{"type":"Ready","status":"True","reason":"Ready","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}],`+
+			`"addresses":[{"type":"InternalIP","address":"10.0.9.9"}]}}`)))).To(Succeed())
+		nudge("2")
+		Eventually(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
+			g.Expect(got.Spec.ProviderID).To(Equal("ovirt://contract-probe"))
+			g.Expect(got.Status.Addresses).To(ContainElement(HaveField("Address", "10.0.9.9")))
+			c := findCondition(got.Status.Conditions, clusterv1.InfrastructureReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}, wait, poll).Should(Succeed())
+
+		Expect(mgmt.Delete(ctx, m)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}))
+		}, wait, poll).Should(BeTrue())
+	})
+
 	It("changes nothing in oVirt while the Cluster is paused", func(ctx SpecContext) {
 		setClusterPaused(ctx, true)
 		scale(ctx, "workers", 3)
@@ -175,7 +237,7 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 			c := v1beta1conditions.Get(om, infrav1.MachineDeletedCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(infrav1.VMHasNonSystemDiskReason))
-			g.Expect(c.Severity).To(Equal(clusterv1beta1.ConditionSeverityWarning))
+			g.Expect(c.Severity).To(Equal(clusterv1.ConditionSeverityWarning))
 			g.Expect(c.Message).To(Equal("VM has non system disk, cannot delete"))
 		}, wait, poll).Should(Succeed())
 		Consistently(func() error {
@@ -222,6 +284,57 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		err = mgmt.Patch(ctx, p, client.MergeFrom(pBase))
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("credentialsSecretName"))
+	})
+
+	It("clears a terminal failure with the documented v1beta1 patch, converted by the API server", func(ctx SpecContext) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(mgmt.Get(ctx, client.ObjectKey{Name: "ovirtmachines." + infrav1.GroupVersion.Group}, crd)).To(Succeed())
+		if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
+			Skip("the CRDs of this stack have no conversion webhook: a v1beta1 patch of a v1beta2 object needs it")
+		}
+		// A provider without the Engine's CA: TLSError, critical for a machine not provisioned yet.
+		p := harness.Provider("tls-probe", stack.SimURL, "sim-credentials", nil)
+		Expect(mgmt.Create(ctx, p)).To(Succeed())
+		m := harness.Machine(cluster, "clear-probe", "bootstrap-data")
+		spec := machineTemplate("unused", "rhcos-4.14", 2).Spec.Template.Spec
+		spec.Provider = p.Name
+		om := harness.OVirtMachine(m, spec)
+		Expect(mgmt.Create(ctx, om)).To(Succeed())
+		Expect(mgmt.Create(ctx, m)).To(Succeed())
+
+		// A v1beta1 reader sees what it always saw: status.failureReason, ready=false, and the
+		// v1beta1 Ready condition with severity Error.
+		v1 := &unstructured.Unstructured{}
+		v1.SetAPIVersion(infrav1.GroupVersion.Group + "/v1beta1")
+		v1.SetKind("OVirtMachine")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), v1)).To(Succeed())
+			reason, _, _ := unstructured.NestedString(v1.Object, "status", "failureReason")
+			g.Expect(reason).To(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
+			ready, _, _ := unstructured.NestedBool(v1.Object, "status", "ready")
+			g.Expect(ready).To(BeFalse())
+			conds, _, _ := unstructured.NestedSlice(v1.Object, "status", "conditions")
+			g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Ready"), HaveKeyWithValue("severity", "Error"),
+				HaveKeyWithValue("reason", infrav1.OVirtEngineConnectionCriticalFailure))))
+		}, wait, poll).Should(Succeed())
+
+		// Fix the provider, then clear the failure as docs/operations.md says, in v1beta1.
+		base := p.DeepCopy()
+		p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true}
+		Expect(mgmt.Patch(ctx, p, client.MergeFrom(base))).To(Succeed())
+		Expect(mgmt.Status().Patch(ctx, v1, client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &infrav1.OVirtMachine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), got)).To(Succeed())
+			g.Expect(got.Status.Deprecated == nil || got.Status.Deprecated.V1Beta1 == nil || got.Status.Deprecated.V1Beta1.FailureReason == nil).To(BeTrue())
+			g.Expect(v1beta1conditions.IsTrue(got, infrav1.MachineCreatedCondition)).To(BeTrue())
+		}, wait, poll).Should(Succeed())
+
+		Expect(mgmt.Delete(ctx, m)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}))
+		}, wait, poll).Should(BeTrue())
+		Expect(mgmt.Delete(ctx, p)).To(Succeed())
 	})
 
 	It("removes every VM and finalizer when the Cluster is deleted", func(ctx SpecContext) {

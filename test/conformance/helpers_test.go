@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 const (
@@ -116,7 +117,8 @@ func expectRunning(ctx context.Context, md string, n int) {
 	for _, m := range machinesOf(ctx, md) {
 		om := &infrav1.OVirtMachine{}
 		Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.InfrastructureRef.Name}, om)).To(Succeed())
-		Expect(om.Status.Ready).To(BeTrue())
+		Expect(om.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
+		Expect(conditions.IsTrue(om, infrav1.ReadyCondition)).To(BeTrue())
 		id, ok := vms[om.Name]
 		Expect(ok).To(BeTrue(), "VM %s in oVirt", om.Name)
 		Expect(m.Spec.ProviderID).To(Equal("ovirt://" + id))
@@ -126,6 +128,7 @@ func expectRunning(ctx context.Context, md string, n int) {
 		for _, a := range m.Status.Addresses {
 			Expect(a.Address).NotTo(Equal(endpointHost))
 		}
+		Expect(m.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()), "CAPI read status.initialization.provisioned")
 		ready := findCondition(m.Status.Conditions, clusterv1.InfrastructureReadyCondition)
 		Expect(ready).NotTo(BeNil())
 		Expect(ready.Status).To(Equal(metav1.ConditionTrue), "InfrastructureReady mirrors our Ready")

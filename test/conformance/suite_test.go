@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
@@ -15,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
@@ -92,9 +94,9 @@ var _ = ReportAfterEach(func(report SpecReport) {
 	oms := &infrav1.OVirtMachineList{}
 	_ = mgmt.List(ctx, oms, client.InNamespace(ns))
 	for _, om := range oms.Items {
-		fmt.Fprintf(&b, "OVirtMachine %s ready=%t vmID=%s state=%s\n", om.Name, om.Status.Ready, om.Status.VMID, om.Status.VMState)
+		fmt.Fprintf(&b, "OVirtMachine %s provisioned=%t vmID=%s state=%s\n", om.Name, ptr.Deref(om.Status.Initialization.Provisioned, false), om.Status.VMID, om.Status.VMState)
 		for _, c := range om.Status.Conditions {
-			fmt.Fprintf(&b, "    %s=%s %s %s: %s\n", c.Type, c.Status, c.Severity, c.Reason, c.Message)
+			fmt.Fprintf(&b, "    %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 		}
 	}
 	for _, vm := range stack.Sim.VMs() {

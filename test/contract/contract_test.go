@@ -7,14 +7,15 @@ import (
 
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/contract"
 	"sigs.k8s.io/yaml"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 func loadCRDs(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
@@ -63,21 +64,24 @@ func TestCRDsFollowTheContract(t *testing.T) {
 			g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"))
 			g.Expect(crd.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io", ""))
 			if tt.contractLabel {
+				// CAPI tries the newest contract first: with both labels it reads v1beta2 (and
+				// status.initialization.provisioned); v1beta1 stays declared for older cores.
+				g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1beta2"))
 				g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1beta1"))
 			} else {
 				g.Expect(crd.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta1"))
+				g.Expect(crd.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta2"))
 			}
-			// A v1beta2 label would win and make CAPI ignore status.ready.
-			g.Expect(crd.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta2"))
 			if tt.moveHierarchy {
 				g.Expect(crd.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io/move-hierarchy", ""))
 			}
-			g.Expect(crd.Spec.Versions).To(HaveLen(1))
-			v := crd.Spec.Versions[0]
-			g.Expect(v.Name).To(Equal("v1beta1"))
-			g.Expect(v.Served && v.Storage).To(BeTrue())
-			g.Expect(v.Subresources).NotTo(BeNil())
-			g.Expect(v.Subresources.Status).NotTo(BeNil())
+			g.Expect(crd.Spec.Versions).To(HaveLen(2))
+			for _, v := range crd.Spec.Versions {
+				g.Expect(v.Served).To(BeTrue(), v.Name)
+				g.Expect(v.Storage).To(Equal(v.Name == "v1beta2"), "v1beta2 is the storage version, not %s", v.Name)
+				g.Expect(v.Subresources).NotTo(BeNil())
+				g.Expect(v.Subresources.Status).NotTo(BeNil())
+			}
 		})
 	}
 }
@@ -102,55 +106,81 @@ func prop(t *testing.T, s *apiextensionsv1.JSONSchemaProps, path ...string) *api
 	return s
 }
 
+func version(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	for _, v := range crd.Spec.Versions {
+		if v.Name == name {
+			return v.Schema.OpenAPIV3Schema
+		}
+	}
+	t.Fatalf("%s has no version %s", crd.Name, name)
+	return nil
+}
+
 func TestSchemasHaveTheFieldsCAPIReads(t *testing.T) {
 	crds := loadCRDs(t)
-	schema := func(kind string) *apiextensionsv1.JSONSchemaProps {
-		return crds[kind].Spec.Versions[0].Schema.OpenAPIV3Schema
-	}
+	hub := func(kind string) *apiextensionsv1.JSONSchemaProps { return version(t, crds[kind], "v1beta2") }
+	spoke := func(kind string) *apiextensionsv1.JSONSchemaProps { return version(t, crds[kind], "v1beta1") }
 	g := NewWithT(t)
 	for _, kind := range []string{"OVirtCluster", "OVirtMachine", "OVirtProvider"} {
-		g.Expect(prop(t, schema(kind), "status", "ready").Type).To(Equal("boolean"), kind)
-		g.Expect(prop(t, schema(kind), "status", "failureReason").Type).To(Equal("string"), kind)
-		g.Expect(prop(t, schema(kind), "status", "failureMessage").Type).To(Equal("string"), kind)
+		// v1beta2: metav1 conditions (no severity), the v1beta1 fields under deprecated.v1beta1.
+		for _, f := range []string{"type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"} {
+			prop(t, hub(kind), "status", "conditions", "[]", f)
+		}
+		g.Expect(prop(t, hub(kind), "status", "conditions", "[]").Properties).NotTo(HaveKey("severity"), kind)
+		g.Expect(prop(t, hub(kind), "status").Properties).NotTo(HaveKey("ready"), "%s v1beta2 has no status.ready", kind)
+		g.Expect(prop(t, hub(kind), "status").Properties).NotTo(HaveKey("failureReason"), kind)
+		prop(t, hub(kind), "status", "deprecated", "v1beta1", "conditions", "[]", "severity")
+		g.Expect(prop(t, hub(kind), "status", "deprecated", "v1beta1", "failureReason").Type).To(Equal("string"), kind)
+		g.Expect(prop(t, hub(kind), "status", "deprecated", "v1beta1", "failureMessage").Type).To(Equal("string"), kind)
+		// v1beta1 keeps the shape v1beta1 clients know.
+		g.Expect(prop(t, spoke(kind), "status", "ready").Type).To(Equal("boolean"), kind)
+		g.Expect(prop(t, spoke(kind), "status", "failureReason").Type).To(Equal("string"), kind)
 		for _, f := range []string{"type", "status", "severity", "reason", "message", "lastTransitionTime"} {
-			prop(t, schema(kind), "status", "conditions", "[]", f)
+			prop(t, spoke(kind), "status", "conditions", "[]", f)
 		}
 	}
 	for _, kind := range []string{"OVirtCluster", "OVirtMachine"} {
-		prop(t, schema(kind), "status", "v1beta2", "conditions", "[]", "reason")
+		g.Expect(prop(t, hub(kind), "status", "initialization", "provisioned").Type).To(Equal("boolean"), kind)
+		prop(t, spoke(kind), "status", "v1beta2", "conditions", "[]", "reason")
 	}
-	prop(t, schema("OVirtCluster"), "spec", "controlPlaneEndpoint", "host")
-	g.Expect(prop(t, schema("OVirtCluster"), "spec", "controlPlaneEndpoint", "port").Type).To(Equal("integer"))
-	g.Expect(prop(t, schema("OVirtMachine"), "spec", "providerID").Type).To(Equal("string"))
-	prop(t, schema("OVirtMachine"), "status", "addresses", "[]", "type")
-	prop(t, schema("OVirtMachine"), "status", "addresses", "[]", "address")
-	prop(t, schema("OVirtMachineTemplate"), "spec", "template", "spec", "template")
-	prop(t, schema("OVirtMachineTemplate"), "spec", "template", "metadata", "labels")
-	prop(t, schema("OVirtMachineTemplate"), "status", "capacity")
+	g.Expect(prop(t, hub("OVirtProvider"), "status", "deprecated", "v1beta1", "ready").Type).To(Equal("boolean"))
+	prop(t, hub("OVirtCluster"), "spec", "controlPlaneEndpoint", "host")
+	g.Expect(prop(t, hub("OVirtCluster"), "spec", "controlPlaneEndpoint", "port").Type).To(Equal("integer"))
+	g.Expect(prop(t, hub("OVirtMachine"), "spec", "providerID").Type).To(Equal("string"))
+	prop(t, hub("OVirtMachine"), "status", "addresses", "[]", "type")
+	prop(t, hub("OVirtMachine"), "status", "addresses", "[]", "address")
+	prop(t, hub("OVirtMachineTemplate"), "spec", "template", "spec", "template")
+	prop(t, hub("OVirtMachineTemplate"), "spec", "template", "metadata", "labels")
+	prop(t, hub("OVirtMachineTemplate"), "status", "capacity")
 	// The template spec is the machine spec without providerID.
-	tplSpec := prop(t, schema("OVirtMachineTemplate"), "spec", "template", "spec")
+	tplSpec := prop(t, hub("OVirtMachineTemplate"), "spec", "template", "spec")
 	g.Expect(tplSpec.Properties).NotTo(HaveKey("providerID"))
-	machineSpec := prop(t, schema("OVirtMachine"), "spec")
+	machineSpec := prop(t, hub("OVirtMachine"), "spec")
 	for name := range tplSpec.Properties {
 		g.Expect(machineSpec.Properties).To(HaveKey(name))
 	}
 	g.Expect(len(machineSpec.Properties)).To(Equal(len(tplSpec.Properties) + 1))
 }
 
-// TestUnstructuredPathsCAPIReads marshals typed objects and reads them back along the paths
-// that Cluster API's contract package reads.
+// TestUnstructuredPathsCAPIReads marshals typed v1beta2 objects and reads them back with
+// the paths Cluster API's contract package reads for the v1beta2 contract.
 func TestUnstructuredPathsCAPIReads(t *testing.T) {
 	g := NewWithT(t)
 	m := &infrav1.OVirtMachine{
-		Spec: infrav1.OVirtMachineSpec{ProviderID: ptr.To("ovirt://1234")},
+		Spec: infrav1.OVirtMachineSpec{ProviderID: "ovirt://1234"},
 		Status: infrav1.OVirtMachineStatus{
-			Ready:          true,
-			Addresses:      []clusterv1beta1.MachineAddress{{Type: clusterv1beta1.MachineInternalIP, Address: "10.0.0.5"}},
-			FailureReason:  ptr.To(infrav1.OVirtEngineConnectionCriticalFailure),
-			FailureMessage: ptr.To("cannot log in"),
-			Conditions: clusterv1beta1.Conditions{{
-				Type: infrav1.MachineOnCondition, Status: "False", Severity: clusterv1beta1.ConditionSeverityInfo,
-				Reason: infrav1.VMPoweringUpReason, Message: "powering up",
+			Initialization: infrav1.OVirtMachineInitializationStatus{Provisioned: ptr.To(true)},
+			Addresses:      []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.5"}},
+			Conditions: []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse,
+				Reason: infrav1.VMDeletedOutOfBandFailure, Message: "gone"}},
+			Deprecated: &infrav1.DeprecatedStatus{V1Beta1: &infrav1.V1Beta1DeprecatedStatus{
+				FailureReason:  ptr.To(infrav1.VMDeletedOutOfBandFailure),
+				FailureMessage: ptr.To("gone"),
+				Conditions: clusterv1.Conditions{{
+					Type: infrav1.MachineOnCondition, Status: "False", Severity: clusterv1.ConditionSeverityInfo,
+					Reason: infrav1.VMPoweringUpReason, Message: "powering up",
+				}},
 			}},
 		},
 	}
@@ -158,26 +188,27 @@ func TestUnstructuredPathsCAPIReads(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	u := &unstructured.Unstructured{Object: raw}
 
-	ready, found, err := unstructured.NestedBool(u.Object, "status", "ready")
+	// The paths of CAPI's internal/contract for the v1beta2 contract.
+	provisioned, found, err := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(found && ready).To(BeTrue())
+	g.Expect(found && provisioned).To(BeTrue())
 	pid, _, _ := unstructured.NestedString(u.Object, "spec", "providerID")
 	g.Expect(pid).To(Equal("ovirt://1234"))
 	addrs, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
 	g.Expect(addrs).To(ConsistOf(map[string]interface{}{"type": "InternalIP", "address": "10.0.0.5"}))
-	reason, _, _ := unstructured.NestedString(u.Object, "status", "failureReason")
-	g.Expect(reason).To(Equal("OVirtEngineConnectionCritical"))
-	msg, _, _ := unstructured.NestedString(u.Object, "status", "failureMessage")
-	g.Expect(msg).To(Equal("cannot log in"))
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	_, found, _ = unstructured.NestedFieldNoCopy(u.Object, "status", "ready")
+	g.Expect(found).To(BeFalse(), "no status.ready in v1beta2")
+	reason, _, _ := unstructured.NestedString(u.Object, "status", "deprecated", "v1beta1", "failureReason")
+	g.Expect(reason).To(Equal("VMDeletedOutOfBand"))
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "deprecated", "v1beta1", "conditions")
 	g.Expect(conds).To(HaveLen(1))
 	g.Expect(conds[0]).To(HaveKeyWithValue("severity", "Info"))
-	g.Expect(conds[0]).To(HaveKeyWithValue("reason", "VMPoweringUp"))
+	ready, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	g.Expect(ready).To(ConsistOf(HaveKeyWithValue("reason", "VMDeletedOutOfBand")))
 
-	// An unready machine still publishes ready=false (the contract reads the field).
+	// An OVirtCluster not provisioned yet publishes no status.initialization (MinProperties=1).
 	raw, err = runtime.DefaultUnstructuredConverter.ToUnstructured(&infrav1.OVirtCluster{})
 	g.Expect(err).NotTo(HaveOccurred())
-	r, found, _ := unstructured.NestedBool(raw, "status", "ready")
-	g.Expect(found).To(BeTrue())
-	g.Expect(r).To(BeFalse())
+	_, found, _ = unstructured.NestedFieldNoCopy(raw, "status", "initialization")
+	g.Expect(found).To(BeFalse())
 }

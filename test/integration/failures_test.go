@@ -4,14 +4,18 @@ import (
 	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
@@ -26,8 +30,8 @@ func TestMissingTemplateIsReportedAndRetried(t *testing.T) {
 	spec.Template = "centos-9-" + tc.ns
 	_, om := tc.newMachine(t, spec, cloudConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.TemplateNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: spec.Template})
-	g.Expect(v1beta1conditions.GetReason(got, clusterv1beta1.ReadyCondition)).To(Equal(infrav1.TemplateNotFoundReason))
+		Reason: infrav1.TemplateNotFoundReason, Severity: clusterv1.ConditionSeverityWarning, Message: spec.Template})
+	g.Expect(v1beta1conditions.GetReason(got, clusterv1.ReadyV1Beta1Condition)).To(Equal(infrav1.TemplateNotFoundReason))
 	_, exists := sim.VMByName(om.Name)
 	g.Expect(exists).To(BeFalse())
 
@@ -48,8 +52,8 @@ func TestMissingOVirtClusterIsReported(t *testing.T) {
 	// The template lookup is scoped to the cluster; a wrong cluster must not read as a missing
 	// template (product doc §4.3 lists them as two causes).
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.OVirtClusterNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: `oVirt cluster "Nowhere" (spec.ovirtcluster) not found`})
-	g.Expect(v1beta1conditions.GetReason(got, clusterv1beta1.ReadyCondition)).To(Equal(infrav1.OVirtClusterNotFoundReason))
+		Reason: infrav1.OVirtClusterNotFoundReason, Severity: clusterv1.ConditionSeverityWarning, Message: `oVirt cluster "Nowhere" (spec.ovirtcluster) not found`})
+	g.Expect(v1beta1conditions.GetReason(got, clusterv1.ReadyV1Beta1Condition)).To(Equal(infrav1.OVirtClusterNotFoundReason))
 	_, exists := sim.VMByName(om.Name)
 	g.Expect(exists).To(BeFalse())
 	deleteAndWait(t, om)
@@ -62,7 +66,7 @@ func TestTemplateOfAnotherOVirtClusterIsNamed(t *testing.T) {
 	spec.OVirtCluster = "Secondary" // rhcos-4.14 exists only in the oVirt cluster Default
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.TemplateNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning,
+		Reason: infrav1.TemplateNotFoundReason, Severity: clusterv1.ConditionSeverityWarning,
 		Message: `template "rhcos-4.14" (spec.template) exists in another oVirt cluster`})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineCreatedCondition)).To(ContainSubstring(`but not in oVirt cluster "Secondary" (spec.ovirtcluster)`))
 	_, exists := sim.VMByName(om.Name)
@@ -79,7 +83,7 @@ func TestMissingStorageDomainIsReported(t *testing.T) {
 		spec.DiskClone = ptr.To(true)
 		_, om := tc.newMachine(t, spec, ignitionConfig)
 		eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-			Reason: infrav1.StorageDomainNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: sd})
+			Reason: infrav1.StorageDomainNotFoundReason, Severity: clusterv1.ConditionSeverityWarning, Message: sd})
 		_, exists := sim.VMByName(om.Name)
 		g.Expect(exists).To(BeFalse())
 		deleteAndWait(t, om)
@@ -92,7 +96,7 @@ func TestBootstrapDataNotReadyWaitsWithoutCreating(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	m, om := tc.newMachine(t, vmSpec(), "")
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.WaitingForBootstrapDataReason, Severity: clusterv1beta1.ConditionSeverityInfo})
+		Reason: infrav1.WaitingForBootstrapDataReason, Severity: clusterv1.ConditionSeverityInfo})
 	_, exists := sim.VMByName(om.Name)
 	g.Expect(exists).To(BeFalse())
 
@@ -115,7 +119,7 @@ func TestDiskSmallerThanTemplateStopsWithoutRetryStorm(t *testing.T) {
 	spec.OSDiskSizeGB = 10 // the template disk is 16 GiB
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineDiskResizedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.DiskSmallerThanTemplateReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "16 GiB"})
+		Reason: infrav1.DiskSmallerThanTemplateReason, Severity: clusterv1.ConditionSeverityWarning, Message: "16 GiB"})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineDiskResizedCondition)).To(ContainSubstring("osdisksizegb >= 16"))
 	eventuallyEvent(t, om, "DiskSmallerThanTemplate")
 	vm, _ := sim.VMByName(om.Name)
@@ -137,7 +141,7 @@ func TestMissingVnicProfileIsReportedByName(t *testing.T) {
 	spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt"}, {VnicProfile: "backup-" + tc.ns}}
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineNetworkSetCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.VnicProfileNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: `"backup-` + tc.ns + `" (spec.nics[1].vnicprofile)`})
+		Reason: infrav1.VnicProfileNotFoundReason, Severity: clusterv1.ConditionSeverityWarning, Message: `"backup-` + tc.ns + `" (spec.nics[1].vnicprofile)`})
 	vm, _ := sim.VMByName(om.Name)
 	g.Expect(vm.Status).To(Equal("down"), "the VM does not start without its networks")
 
@@ -181,8 +185,8 @@ func TestNodeNotYetRegisteredKeepsTheMachineUnready(t *testing.T) {
 	tc := newTestCluster(t, mainFilter)
 	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.K8sProviderIDSetupCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.WaitingForNodeReason, Severity: clusterv1beta1.ConditionSeverityInfo, Message: "register as a Node"})
-	g.Consistently(func(g Gomega) { g.Expect(getOM(g, om).Status.Ready).To(BeFalse()) }, "1s", "200ms").Should(Succeed())
+		Reason: infrav1.WaitingForNodeReason, Severity: clusterv1.ConditionSeverityInfo, Message: "register as a Node"})
+	g.Consistently(func(g Gomega) { g.Expect(provisioned(getOM(g, om))).To(BeFalse()) }, "1s", "200ms").Should(Succeed())
 	deleteAndWait(t, om)
 }
 
@@ -192,10 +196,15 @@ func TestVMDeletedOutOfBandIsAFailure(t *testing.T) {
 	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
 	g.Expect(sim.DeleteVM(vm.ID)).To(Succeed())
-	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.VMDeletedOutOfBandFailure, Severity: clusterv1beta1.ConditionSeverityError})
+	eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionFalse,
+		Reason: infrav1.VMDeletedOutOfBandFailure, Severity: clusterv1.ConditionSeverityError})
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
-		g.Expect(om.Status.FailureReason).To(HaveValue(Equal(infrav1.VMDeletedOutOfBandFailure)))
+		reason, message := failureOf(om)
+		g.Expect(reason).To(HaveValue(Equal(infrav1.VMDeletedOutOfBandFailure)))
+		g.Expect(message).To(HaveValue(ContainSubstring("no longer exists in oVirt")))
+		// The VM was up and provisioned before: provisioned stays true, Ready says it is gone.
+		g.Expect(conditions.Get(om, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", infrav1.VMDeletedOutOfBandFailure), HaveField("Message", HaveValue(ContainSubstring("no longer exists in oVirt")))))
 	})
 	eventuallyEvent(t, om, "VMDeletedOutOfBand")
 	// Deleting the machine finishes at once: the VM is already gone.

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -148,7 +149,7 @@ func TestStorageDomainOverrideOnlyWithClone(t *testing.T) {
 	spec.DiskClone = ptr.To(false)
 	_, om = tc.newMachine(t, spec, ignitionConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.StorageDomainRequiresCloneReason, Severity: clusterv1beta1.ConditionSeverityWarning})
+		Reason: infrav1.StorageDomainRequiresCloneReason, Severity: clusterv1.ConditionSeverityWarning})
 	msg := got.Status.Conditions[0].Message
 	for _, c := range got.Status.Conditions {
 		if c.Type == infrav1.MachineCreatedCondition {

@@ -13,12 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
@@ -122,10 +123,10 @@ func getOM(g Gomega, om *infrav1.OVirtMachine) *infrav1.OVirtMachine {
 
 // condition describes an expected condition; empty fields are not checked.
 type condition struct {
-	Type     clusterv1beta1.ConditionType
+	Type     clusterv1.ConditionType
 	Status   corev1.ConditionStatus
 	Reason   string
-	Severity clusterv1beta1.ConditionSeverity
+	Severity clusterv1.ConditionSeverity
 	Message  string // substring
 }
 
@@ -133,31 +134,73 @@ func (c condition) String() string {
 	return fmt.Sprintf("%s=%s reason=%q severity=%q message~%q", c.Type, c.Status, c.Reason, c.Severity, c.Message)
 }
 
-func matches(got *clusterv1beta1.Condition, want condition) bool {
+func matches(got *clusterv1.Condition, want condition) bool {
 	return got != nil && got.Status == want.Status &&
 		(want.Reason == "" || got.Reason == want.Reason) &&
 		(want.Severity == "" || got.Severity == want.Severity) &&
 		strings.Contains(got.Message, want.Message)
 }
 
-// eventuallyCondition waits until the OVirtMachine has the condition and returns the object.
+// matchesV1Beta2 checks the status.conditions twin of a v1beta1-format condition: same status,
+// reason and message (a reason-less v1beta1 condition has a placeholder reason there).
+func matchesV1Beta2(got *metav1.Condition, want condition) bool {
+	return got != nil && string(got.Status) == string(want.Status) &&
+		(want.Reason == "" || got.Reason == want.Reason) &&
+		strings.Contains(got.Message, want.Message)
+}
+
+// eventuallyCondition waits until the OVirtMachine has the condition in both formats:
+// status.deprecated.v1beta1.conditions (what a v1beta1 reader sees in status.conditions, with
+// the severity) and status.conditions. It returns the object.
 func eventuallyCondition(t *testing.T, om *infrav1.OVirtMachine, want condition) *infrav1.OVirtMachine {
 	t.Helper()
 	var last *infrav1.OVirtMachine
 	NewWithT(t).Eventually(func(g Gomega) {
 		last = getOM(g, om)
 		got := v1beta1conditions.Get(last, want.Type)
-		g.Expect(matches(got, want)).To(BeTrue(), "want %s, have %s", want, describeConditions(last.Status.Conditions))
+		g.Expect(matches(got, want)).To(BeTrue(), "want %s, have %s", want, describeConditions(last))
+		g.Expect(matchesV1Beta2(conditions.Get(last, string(want.Type)), want)).To(BeTrue(), "want %s in status.conditions, have %s", want, describeConditions(last))
 	}, timeout, interval).Should(Succeed())
 	return last
 }
 
-func describeConditions(cs clusterv1beta1.Conditions) string {
+// describeConditions lists both condition formats of an object for a failure message.
+func describeConditions(o interface {
+	conditions.Getter
+	v1beta1conditions.Getter
+}) string {
 	var b strings.Builder
-	for _, c := range cs {
+	b.WriteString("\n status.deprecated.v1beta1.conditions:")
+	for _, c := range o.GetV1Beta1Conditions() {
 		fmt.Fprintf(&b, "\n  %s=%s reason=%q severity=%q message=%q", c.Type, c.Status, c.Reason, c.Severity, c.Message)
 	}
+	b.WriteString("\n status.conditions:")
+	for _, c := range o.GetConditions() {
+		fmt.Fprintf(&b, "\n  %s=%s reason=%q message=%q", c.Type, c.Status, c.Reason, c.Message)
+	}
 	return b.String()
+}
+
+// failureOf returns status.deprecated.v1beta1.failureReason and failureMessage (the v1beta1
+// status.failureReason/failureMessage).
+func failureOf(om *infrav1.OVirtMachine) (reason, message *string) {
+	if d := om.Status.Deprecated; d != nil && d.V1Beta1 != nil {
+		return d.V1Beta1.FailureReason, d.V1Beta1.FailureMessage
+	}
+	return nil, nil
+}
+
+// providerV1Beta1 returns status.deprecated.v1beta1 of an OVirtProvider (empty when unset).
+func providerV1Beta1(p *infrav1.OVirtProvider) infrav1.OVirtProviderV1Beta1DeprecatedStatus {
+	if d := p.Status.Deprecated; d != nil && d.V1Beta1 != nil {
+		return *d.V1Beta1
+	}
+	return infrav1.OVirtProviderV1Beta1DeprecatedStatus{}
+}
+
+// provisioned reports status.initialization.provisioned.
+func provisioned(om *infrav1.OVirtMachine) bool {
+	return ptr.Deref(om.Status.Initialization.Provisioned, false)
 }
 
 // eventuallyEvent waits for an event with reason about the object and returns its note.

@@ -5,14 +5,19 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/ovirtsim"
 )
 
@@ -22,10 +27,12 @@ func TestProviderBecomesReadyAndOwnsItsSecret(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		p := &infrav1.OVirtProvider{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: mainProvider}, p)).To(Succeed())
-		g.Expect(p.Status.Ready).To(BeTrue())
+		g.Expect(providerV1Beta1(p).Ready).To(BeTrue(), "v1beta1 status.ready")
 		g.Expect(v1beta1conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(p, infrav1.ReadyCondition)).To(BeTrue())
 		g.Expect(p.Status.EngineVersion).NotTo(BeEmpty())
-		g.Expect(p.Status.FailureReason).To(BeNil())
+		g.Expect(providerV1Beta1(p).FailureReason).To(BeNil())
 		s := &corev1.Secret{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: credentialsNamespace, Name: credentialsSecret}, s)).To(Succeed())
 		g.Expect(s.OwnerReferences).To(ContainElement(HaveField("UID", p.UID)))
@@ -40,9 +47,12 @@ func TestOVirtClusterGetsFinalizerAndReady(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		oc := &infrav1.OVirtCluster{}
 		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: tc.ns, Name: tc.cluster.Name}, oc)).To(Succeed())
-		g.Expect(oc.Status.Ready).To(BeTrue())
+		g.Expect(ptr.Deref(oc.Status.Initialization.Provisioned, false)).To(BeTrue())
 		g.Expect(controllerutil.ContainsFinalizer(oc, infrav1.ClusterFinalizer)).To(BeTrue())
-		g.Expect(v1beta1conditions.IsTrue(oc, clusterv1beta1.ReadyCondition)).To(BeTrue())
+		g.Expect(v1beta1conditions.IsTrue(oc, clusterv1.ReadyV1Beta1Condition)).To(BeTrue())
+		g.Expect(v1beta1conditions.IsTrue(oc, infrav1.ClusterReadyCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(oc, infrav1.ReadyCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(oc, infrav1.ClusterReadyCondition)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 
 	// On deletion the finalizer is dropped and the object goes away.
@@ -64,19 +74,20 @@ func TestMachineLifecycle(t *testing.T) {
 
 	// While it boots, MachineOn reports VMPoweringUp as in product doc §5.3.
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.VMPoweringUpReason, Severity: clusterv1beta1.ConditionSeverityInfo, Message: "powering up"})
+		Reason: infrav1.VMPoweringUpReason, Severity: clusterv1.ConditionSeverityInfo, Message: "powering up"})
 
 	// Up, but no Node yet: waiting for the Node, not ready.
 	got := eventuallyCondition(t, om, condition{Type: infrav1.K8sProviderIDSetupCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.WaitingForNodeReason, Severity: clusterv1beta1.ConditionSeverityInfo})
-	g.Expect(got.Status.Ready).To(BeFalse())
-	for _, c := range []clusterv1beta1.ConditionType{infrav1.CanConnectToOVirtCondition, infrav1.MachineCreatedCondition,
+		Reason: infrav1.WaitingForNodeReason, Severity: clusterv1.ConditionSeverityInfo})
+	g.Expect(provisioned(got)).To(BeFalse())
+	for _, c := range []clusterv1.ConditionType{infrav1.CanConnectToOVirtCondition, infrav1.MachineCreatedCondition,
 		infrav1.MachineDiskResizedCondition, infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition} {
-		g.Expect(v1beta1conditions.IsTrue(got, c)).To(BeTrue(), "%s: %s", c, describeConditions(got.Status.Conditions))
+		g.Expect(v1beta1conditions.IsTrue(got, c)).To(BeTrue(), "%s: %s", c, describeConditions(got))
+		g.Expect(conditions.IsTrue(got, string(c))).To(BeTrue(), "%s: %s", c, describeConditions(got))
 	}
-	ready := v1beta1conditions.Get(got, clusterv1beta1.ReadyCondition)
+	ready := v1beta1conditions.Get(got, clusterv1.ReadyV1Beta1Condition)
 	g.Expect(ready.Reason).To(Equal(infrav1.WaitingForNodeReason))
-	g.Expect(got.Status.V1Beta2.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Reason", infrav1.WaitingForNodeReason))))
+	g.Expect(conditions.Get(got, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.WaitingForNodeReason)))
 
 	// The VM in oVirt is what the spec asked for.
 	vm, ok := sim.VM(got.Status.VMID)
@@ -99,25 +110,30 @@ func TestMachineLifecycle(t *testing.T) {
 	g.Expect(vm.NICs).To(HaveLen(1))
 	g.Expect(vm.NICs[0].VnicProfile).To(Equal("ovirtmgmt"))
 	g.Expect(got.Status.SystemDiskIDs).To(ConsistOf(vm.Disks[0].ID))
-	g.Expect(*got.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
+	g.Expect(got.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
 
 	// kubelet registers the Node; the manager sets its providerID and the machine is ready.
 	node := registerNode(t, om)
-	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionTrue})
+	eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionTrue})
 	got = eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
-		g.Expect(om.Status.Ready).To(BeTrue())
+		g.Expect(provisioned(om)).To(BeTrue())
 		g.Expect(om.Status.Addresses).NotTo(BeEmpty())
 	})
 	g.Expect(got.Status.NodeName).To(Equal(node.Name))
 	g.Expect(got.Status.VMState).To(Equal("up"))
-	g.Expect(got.Status.FailureReason).To(BeNil())
+	reason, _ := failureOf(got)
+	g.Expect(reason).To(BeNil())
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 	g.Expect(node.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
 	// Only the address of the VM's NIC: a real Engine also reports lo, cni0, docker0 and
 	// kube-ipvs0 with every Service IP (the simulator does too).
 	upVM, _ := sim.VM(vm.ID)
-	g.Expect(got.Status.Addresses).To(Equal([]clusterv1beta1.MachineAddress{{Type: clusterv1beta1.MachineInternalIP, Address: upVM.IPs[0]}}))
-	g.Expect(got.Status.V1Beta2.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Status", BeEquivalentTo("True")))))
+	g.Expect(got.Status.Addresses).To(Equal([]clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: upVM.IPs[0]}}))
+	g.Expect(conditions.Get(got, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", infrav1.ReadyReason)))
+	for _, c := range append([]clusterv1.ConditionType{infrav1.CanConnectToOVirtCondition}, infrav1.MachineCreatedCondition,
+		infrav1.MachineDiskResizedCondition, infrav1.MachineNetworkSetCondition, infrav1.MachineOnCondition, infrav1.K8sProviderIDSetupCondition) {
+		g.Expect(conditions.IsTrue(got, string(c))).To(BeTrue(), "%s: %s", c, describeConditions(got))
+	}
 	for _, reason := range []string{"VMCreated", "DisksUpdated", "VMStarted", "ProviderIDSet"} {
 		eventuallyEvent(t, om, reason)
 	}
@@ -135,16 +151,19 @@ func TestDeletionIsBlockedByACSIDiskUntilItIsDetached(t *testing.T) {
 	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
 	registerNode(t, om)
-	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionTrue})
+	eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionTrue})
 
 	diskID, err := sim.AttachCSIDisk(vm.ID, 5)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(k8s.Delete(ctx, om)).To(Succeed())
 
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineDeletedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.VMHasNonSystemDiskReason, Severity: clusterv1beta1.ConditionSeverityWarning,
+		Reason: infrav1.VMHasNonSystemDiskReason, Severity: clusterv1.ConditionSeverityWarning,
 		Message: "VM has non system disk, cannot delete"})
 	g.Expect(got.Finalizers).To(ContainElement(infrav1.MachineFinalizer))
+	// A deleting machine stays provisioned (the contract never resets it) and is not Ready.
+	g.Expect(provisioned(got)).To(BeTrue())
+	g.Expect(conditions.Get(got, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.VMHasNonSystemDiskReason)))
 	note := eventuallyEvent(t, om, "DeletionBlocked")
 	g.Expect(note).To(ContainSubstring("pvc-"))
 	// The VM and the user's data are still there, the VM is down.

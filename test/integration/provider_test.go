@@ -7,14 +7,19 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -39,20 +44,27 @@ func newProvider(t *testing.T, password string, mutate func(p *infrav1.OVirtProv
 	return p
 }
 
-func eventuallyProvider(t *testing.T, p *infrav1.OVirtProvider, ready bool, reason string, severity clusterv1beta1.ConditionSeverity, extra ...func(g Gomega, p *infrav1.OVirtProvider)) *infrav1.OVirtProvider {
+func eventuallyProvider(t *testing.T, p *infrav1.OVirtProvider, ready bool, reason string, severity clusterv1.ConditionSeverity, extra ...func(g Gomega, p *infrav1.OVirtProvider)) *infrav1.OVirtProvider {
 	t.Helper()
 	got := &infrav1.OVirtProvider{}
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(p), got)).To(Succeed())
-		g.Expect(got.Status.Ready).To(Equal(ready), describeConditions(got.Status.Conditions))
+		g.Expect(providerV1Beta1(got).Ready).To(Equal(ready), describeConditions(got))
+		g.Expect(conditions.IsTrue(got, infrav1.ReadyCondition)).To(Equal(ready), describeConditions(got))
 		c := v1beta1conditions.Get(got, infrav1.CanConnectToOVirtCondition)
 		g.Expect(c).NotTo(BeNil())
+		m := conditions.Get(got, infrav1.CanConnectToOVirtCondition)
+		g.Expect(m).NotTo(BeNil())
 		if ready {
 			g.Expect(c.Status).To(Equal(corev1.ConditionTrue))
+			g.Expect(m.Status).To(Equal(metav1.ConditionTrue))
 			return
 		}
-		g.Expect(c.Reason).To(Equal(reason), describeConditions(got.Status.Conditions))
+		g.Expect(c.Reason).To(Equal(reason), describeConditions(got))
 		g.Expect(c.Severity).To(Equal(severity))
+		g.Expect(m.Reason).To(Equal(reason), describeConditions(got))
+		g.Expect(m.Message).To(Equal(c.Message))
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(reason), describeConditions(got))
 		for _, check := range extra {
 			check(g, got)
 		}
@@ -74,19 +86,22 @@ func TestInvalidEngineURLIsCriticalUntilFixedAndCleared(t *testing.T) {
 	p := newProvider(t, sim.Password(), func(p *infrav1.OVirtProvider) {
 		p.Spec.Engine = strings.Replace(sim.URL(), "https://", "http://", 1)
 	})
-	got := eventuallyProvider(t, p, false, infrav1.InvalidEngineURLReason, clusterv1beta1.ConditionSeverityError,
+	got := eventuallyProvider(t, p, false, infrav1.InvalidEngineURLReason, clusterv1.ConditionSeverityError,
 		func(g Gomega, p *infrav1.OVirtProvider) {
-			g.Expect(p.Status.FailureReason).To(HaveValue(Equal(infrav1.OVirtEngineConnectionCriticalFailure)))
+			g.Expect(providerV1Beta1(p).FailureReason).To(HaveValue(Equal(infrav1.OVirtEngineConnectionCriticalFailure)))
 		})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.CanConnectToOVirtCondition)).To(ContainSubstring("https"))
 	eventuallyEvent(t, p, "ConnectionFailed")
 
 	om := machineOf(t, p)
-	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.OVirtEngineConnectionCriticalFailure, Severity: clusterv1beta1.ConditionSeverityError})
+	eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionFalse,
+		Reason: infrav1.OVirtEngineConnectionCriticalFailure, Severity: clusterv1.ConditionSeverityError})
 	m := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
-		g.Expect(om.Status.FailureReason).To(HaveValue(Equal(infrav1.OVirtEngineConnectionCriticalFailure)))
-		g.Expect(om.Status.FailureMessage).To(HaveValue(ContainSubstring(infrav1.InvalidEngineURLReason)))
+		reason, message := failureOf(om)
+		g.Expect(reason).To(HaveValue(Equal(infrav1.OVirtEngineConnectionCriticalFailure)))
+		g.Expect(message).To(HaveValue(ContainSubstring(infrav1.InvalidEngineURLReason)))
+		g.Expect(conditions.Get(om, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", infrav1.OVirtEngineConnectionCriticalFailure), HaveField("Message", *message)))
 	})
 	g.Expect(v1beta1conditions.GetReason(m, infrav1.CanConnectToOVirtCondition)).To(Equal(infrav1.InvalidEngineURLReason))
 	eventuallyEvent(t, om, "ConnectionFailed")
@@ -96,17 +111,26 @@ func TestInvalidEngineURLIsCriticalUntilFixedAndCleared(t *testing.T) {
 	got.Spec.Engine = sim.URL()
 	g.Expect(k8s.Patch(ctx, got, client.MergeFrom(base))).To(Succeed())
 	eventuallyProvider(t, p, true, "", "")
-	g.Consistently(func(g Gomega) { g.Expect(getOM(g, om).Status.FailureReason).NotTo(BeNil()) }, "2s", "250ms").Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		reason, _ := failureOf(getOM(g, om))
+		g.Expect(reason).NotTo(BeNil())
+	}, "2s", "250ms").Should(Succeed())
 	_, exists := sim.VMByName(om.Name)
 	g.Expect(exists).To(BeFalse())
 
-	// ... clearing failureReason does: here with the status subresource (the webhook turns the
-	// documented plain patch into the same request; see the webhook tests).
-	m = getOM(g, om)
-	statusBase := m.DeepCopy()
-	m.Status.FailureReason, m.Status.FailureMessage = nil, nil
-	g.Expect(k8s.Status().Patch(ctx, m, client.MergeFrom(statusBase))).To(Succeed())
-	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionTrue})
+	// ... clearing failureReason does: here with the v1beta2 form of the documented patch, on
+	// the status subresource (the v1beta1 form, {"status":{"failureReason":null,...}}, is
+	// converted into it by the API server through the conversion webhook; the webhook turns the
+	// plain patch of the main resource into the clear-failure annotation, see the webhook tests).
+	clear := []byte(`{"status":{"deprecated":{"v1beta1":{"failureReason":null,"failureMessage":null}}}}`)
+	g.Expect(k8s.Status().Patch(ctx, getOM(g, om), client.RawPatch(types.MergePatchType, clear))).To(Succeed())
+	cleared := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionTrue})
+	reason, message := failureOf(cleared)
+	g.Expect(reason).To(BeNil())
+	g.Expect(message).To(BeNil())
+	// Ready carries the lifecycle again, in both formats, not the failure.
+	g.Expect(conditions.GetReason(cleared, infrav1.ReadyCondition)).NotTo(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
+	g.Expect(v1beta1conditions.GetReason(cleared, clusterv1.ReadyV1Beta1Condition)).NotTo(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
 	deleteAndWait(t, om)
 }
 
@@ -114,9 +138,9 @@ func TestClearFailureAnnotationClearsTheFailure(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	p := newProvider(t, sim.Password(), func(p *infrav1.OVirtProvider) { p.Spec.TLS = nil })
-	eventuallyProvider(t, p, false, infrav1.TLSErrorReason, clusterv1beta1.ConditionSeverityError)
+	eventuallyProvider(t, p, false, infrav1.TLSErrorReason, clusterv1.ConditionSeverityError)
 	om := machineOf(t, p)
-	eventuallyCondition(t, om, condition{Type: clusterv1beta1.ReadyCondition, Status: corev1.ConditionFalse, Reason: infrav1.OVirtEngineConnectionCriticalFailure})
+	eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionFalse, Reason: infrav1.OVirtEngineConnectionCriticalFailure})
 
 	base := p.DeepCopy()
 	p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true}
@@ -128,7 +152,8 @@ func TestClearFailureAnnotationClearsTheFailure(t *testing.T) {
 	g.Expect(k8s.Patch(ctx, m, client.MergeFrom(mBase))).To(Succeed())
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionTrue})
 	g.Expect(got.Annotations).NotTo(HaveKey("capov.infrastructure.cluster.x-k8s.io/clear-failure"))
-	g.Expect(got.Status.FailureReason).To(BeNil())
+	reason, _ := failureOf(got)
+	g.Expect(reason).To(BeNil())
 	deleteAndWait(t, om)
 }
 
@@ -137,11 +162,11 @@ func TestBadCredentialsInTheSecretOpenTheBreakerAndRecover(t *testing.T) {
 	ctx := context.Background()
 	loginsBefore := sim.FailedLogins()
 	p := newProvider(t, "wrong-password", nil)
-	got := eventuallyProvider(t, p, false, infrav1.AuthenticationFailedReason, clusterv1beta1.ConditionSeverityError)
+	got := eventuallyProvider(t, p, false, infrav1.AuthenticationFailedReason, clusterv1.ConditionSeverityError)
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.CanConnectToOVirtCondition)).To(ContainSubstring("username and password"))
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.CanConnectToOVirtCondition)).NotTo(ContainSubstring("wrong-password"))
 	// Repeated checks end in the breaker: no more logins with that password for a while.
-	eventuallyProvider(t, p, false, infrav1.AuthBreakerOpenReason, clusterv1beta1.ConditionSeverityError)
+	eventuallyProvider(t, p, false, infrav1.AuthBreakerOpenReason, clusterv1.ConditionSeverityError)
 	g.Expect(sim.FailedLogins() - loginsBefore).To(BeNumerically("<=", 3))
 
 	// Rotating the Secret takes effect without a restart.
@@ -167,10 +192,10 @@ func TestDeprecatedUserAndPassAreTheFallback(t *testing.T) {
 		p.Spec.CredentialsSecretName = ""
 		p.Spec.User, p.Spec.Pass = sim.Username(), "not-it"
 	})
-	eventuallyProvider(t, bad, false, infrav1.AuthenticationFailedReason, clusterv1beta1.ConditionSeverityError)
+	eventuallyProvider(t, bad, false, infrav1.AuthenticationFailedReason, clusterv1.ConditionSeverityError)
 
 	none := newProvider(t, "", func(p *infrav1.OVirtProvider) { p.Spec.CredentialsSecretName = "" })
-	got := eventuallyProvider(t, none, false, infrav1.CredentialsMissingReason, clusterv1beta1.ConditionSeverityError)
+	got := eventuallyProvider(t, none, false, infrav1.CredentialsMissingReason, clusterv1.ConditionSeverityError)
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.CanConnectToOVirtCondition)).To(ContainSubstring("credentialsSecretName"))
 }
 
@@ -183,13 +208,14 @@ func TestUnreachableEngineIsRetriedNotFatal(t *testing.T) {
 	p := newProvider(t, sim.Password(), func(p *infrav1.OVirtProvider) {
 		p.Spec.Engine = fmt.Sprintf("https://%s/ovirt-engine/api", addr)
 	})
-	got := eventuallyProvider(t, p, false, infrav1.EngineUnreachableReason, clusterv1beta1.ConditionSeverityWarning)
-	g.Expect(got.Status.FailureReason).To(BeNil())
+	got := eventuallyProvider(t, p, false, infrav1.EngineUnreachableReason, clusterv1.ConditionSeverityWarning)
+	g.Expect(providerV1Beta1(got).FailureReason).To(BeNil())
 
 	om := machineOf(t, p)
 	m := eventuallyCondition(t, om, condition{Type: infrav1.CanConnectToOVirtCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.EngineUnreachableReason, Severity: clusterv1beta1.ConditionSeverityWarning})
-	g.Expect(m.Status.FailureReason).To(BeNil(), "a network problem heals itself: no failureReason")
+		Reason: infrav1.EngineUnreachableReason, Severity: clusterv1.ConditionSeverityWarning})
+	reason, _ := failureOf(m)
+	g.Expect(reason).To(BeNil(), "a network problem heals itself: no failureReason")
 	deleteAndWait(t, om)
 }
 
@@ -200,8 +226,9 @@ func TestMissingProviderWaitsWithoutFailure(t *testing.T) {
 	spec.Provider = "later-" + tc.ns
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	m := eventuallyCondition(t, om, condition{Type: infrav1.CanConnectToOVirtCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.ProviderNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: spec.Provider})
-	g.Expect(m.Status.FailureReason).To(BeNil())
+		Reason: infrav1.ProviderNotFoundReason, Severity: clusterv1.ConditionSeverityWarning, Message: spec.Provider})
+	reason, _ := failureOf(m)
+	g.Expect(reason).To(BeNil())
 
 	// GitOps applies the provider later: the machine proceeds without a retry timer.
 	p := harness.Provider(spec.Provider, sim.URL(), credentialsSecret, sim.CAPEM())

@@ -7,12 +7,11 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	v1beta1conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/controllers"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
@@ -39,12 +38,12 @@ func TestAddressesComeOnlyFromTheVMNICs(t *testing.T) {
 		g.Expect(vm.IPs).To(HaveLen(2))
 	})
 	registerNode(t, om)
-	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(om.Status.Ready).To(BeTrue()) })
+	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(provisioned(om)).To(BeTrue()) })
 
 	// Exactly the IPv4 of nic1 then nic2: no loopback, link-local, CNI, docker or Service IP.
-	g.Expect(got.Status.Addresses).To(Equal([]clusterv1beta1.MachineAddress{
-		{Type: clusterv1beta1.MachineInternalIP, Address: vm.IPs[0]},
-		{Type: clusterv1beta1.MachineInternalIP, Address: vm.IPs[1]},
+	g.Expect(got.Status.Addresses).To(Equal([]clusterv1.MachineAddress{
+		{Type: clusterv1.MachineInternalIP, Address: vm.IPs[0]},
+		{Type: clusterv1.MachineInternalIP, Address: vm.IPs[1]},
 	}))
 	g.Expect(v1beta1conditions.GetReason(got, infrav1.MachineOnCondition)).To(BeEmpty(), "the guest agent reported addresses")
 	deleteAndWait(t, om)
@@ -70,10 +69,10 @@ func TestMachineWithoutGuestAgentBecomesReady(t *testing.T) {
 	node, err := harness.RegisterNode(context.Background(), k8s, om.Name, vm.ID, []string{"10.50.0.7"})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
-	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(om.Status.Ready).To(BeTrue()) })
-	g.Expect(got.Status.Addresses).To(Equal([]clusterv1beta1.MachineAddress{{Type: clusterv1beta1.MachineInternalIP, Address: "10.50.0.7"}}))
+	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(provisioned(om)).To(BeTrue()) })
+	g.Expect(got.Status.Addresses).To(Equal([]clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.50.0.7"}}))
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineOnCondition)).To(ContainSubstring("Node " + node.Name))
-	g.Expect(v1beta1conditions.IsTrue(got, clusterv1beta1.ReadyCondition)).To(BeTrue())
+	g.Expect(v1beta1conditions.IsTrue(got, clusterv1.ReadyV1Beta1Condition)).To(BeTrue())
 	deleteAndWait(t, om)
 }
 
@@ -121,7 +120,7 @@ func TestBootstrapFormatMismatchIsReportedBeforeCreating(t *testing.T) {
 
 	_, om := tc.newMachine(t, vmSpec(), cloudConfig) // rhcos-4.14 with cloud-config
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.BootstrapFormatMismatchReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "rhcos_x64"})
+		Reason: infrav1.BootstrapFormatMismatchReason, Severity: clusterv1.ConditionSeverityWarning, Message: "rhcos_x64"})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineCreatedCondition)).To(And(ContainSubstring("cloud-config"), ContainSubstring("rhcos-4.14")))
 	eventuallyEvent(t, om, "VMCreateFailed")
 
@@ -182,7 +181,7 @@ func TestStorageDomainInMaintenanceIsReportedBeforeCreating(t *testing.T) {
 	spec.DiskClone = ptr.To(true)
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.StorageDomainNotFoundReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "maintenance"})
+		Reason: infrav1.StorageDomainNotFoundReason, Severity: clusterv1.ConditionSeverityWarning, Message: "maintenance"})
 	g.Expect(sim.RequestCount("POST", "/vms")).To(Equal(posts), "no create was attempted")
 	deleteAndWait(t, om)
 }
@@ -204,9 +203,9 @@ func TestEngineRefusalsInDiskAndNICPhasesAreConditions(t *testing.T) {
 	spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt"}, {VnicProfile: "storage"}} // nic2 is added
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineDiskResizedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.DiskUpdateFailedReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "Low disk space on Storage Domain data"})
+		Reason: infrav1.DiskUpdateFailedReason, Severity: clusterv1.ConditionSeverityWarning, Message: "Low disk space on Storage Domain data"})
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineNetworkSetCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.NetworkSetupFailedReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "not attached to the VM's Cluster"})
+		Reason: infrav1.NetworkSetupFailedReason, Severity: clusterv1.ConditionSeverityWarning, Message: "not attached to the VM's Cluster"})
 
 	// The refusals end: the retries finish the machine.
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue})
@@ -229,8 +228,8 @@ func TestFollowIgnoredNeverHidesDisksOrNICs(t *testing.T) {
 	g.Expect(vm.NICs).To(HaveLen(1), "nic1 was added once, not again for want of an inline list")
 	g.Expect(vm.Disks[0].SizeGB).To(BeEquivalentTo(80))
 	registerNode(t, om)
-	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(om.Status.Ready).To(BeTrue()) })
-	g.Expect(got.Status.Addresses).To(Equal([]clusterv1beta1.MachineAddress{{Type: clusterv1beta1.MachineInternalIP, Address: vm.IPs[0]}}))
+	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(provisioned(om)).To(BeTrue()) })
+	g.Expect(got.Status.Addresses).To(Equal([]clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: vm.IPs[0]}}))
 
 	// A CSI volume is attached; the machine is deleted.
 	diskID, err := sim.AttachCSIDisk(vm.ID, 5)

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/cluster-api/util/conditions"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	v1beta2conditions "sigs.k8s.io/cluster-api/util/deprecated/v1beta1/conditions/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
 	"github.com/capov/capov/pkg/ovirt/sdk"
 	"github.com/capov/capov/test/ovirtsim"
@@ -74,7 +74,7 @@ func TestCrashAfterCreateAdoptsTheVM(t *testing.T) {
 	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
 		g.Expect(om.Status.VMID).To(Equal(vm.ID))
 	})
-	g.Expect(*got.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
+	g.Expect(got.Spec.ProviderID).To(Equal("ovirt://" + vm.ID))
 	note := eventuallyEvent(t, om, "VMAdopted")
 	g.Expect(note).To(ContainSubstring(vm.ID))
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: corev1.ConditionTrue})
@@ -95,7 +95,7 @@ func TestAForeignVMWithTheSameNameIsNeverTakenOver(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	setPaused(t, tc.cluster, false)
 	eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
-		Reason: infrav1.VMCreateFailedReason, Severity: clusterv1beta1.ConditionSeverityWarning, Message: "was not created for this OVirtMachine"})
+		Reason: infrav1.VMCreateFailedReason, Severity: clusterv1.ConditionSeverityWarning, Message: "was not created for this OVirtMachine"})
 	eventuallyEvent(t, om, "VMNameTaken")
 	g.Expect(getOM(g, om).Status.VMID).To(BeEmpty())
 	// Deleting the machine leaves the foreign VM alone.
@@ -112,14 +112,14 @@ func TestPausedClusterChangesNothingInOVirt(t *testing.T) {
 	setPaused(t, tc.cluster, true)
 	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
-		g.Expect(v1beta2conditions.IsTrue(om, infrav1.PausedV1Beta2Condition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(om, infrav1.PausedCondition)).To(BeTrue())
 	})
 	g.Consistently(func() bool { _, ok := sim.VMByName(om.Name); return ok }, "2s", "200ms").Should(BeFalse())
 
 	setPaused(t, tc.cluster, false)
 	eventuallyVM(t, om.Name, nil)
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
-		g.Expect(v1beta2conditions.IsFalse(om, infrav1.PausedV1Beta2Condition)).To(BeTrue())
+		g.Expect(conditions.IsFalse(om, infrav1.PausedCondition)).To(BeTrue())
 	})
 
 	// The paused annotation on the object also stops everything, deletion included.
@@ -129,7 +129,7 @@ func TestPausedClusterChangesNothingInOVirt(t *testing.T) {
 	cur.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 	g.Expect(k8s.Patch(context.Background(), cur, client.MergeFrom(base))).To(Succeed())
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
-		g.Expect(v1beta2conditions.IsTrue(om, infrav1.PausedV1Beta2Condition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(om, infrav1.PausedCondition)).To(BeTrue())
 	})
 	g.Expect(k8s.Delete(context.Background(), cur)).To(Succeed())
 	g.Consistently(func() string { s, _ := sim.VM(vm.ID); return s.Status }, "2s", "200ms").Should(Equal("up"))

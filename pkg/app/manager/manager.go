@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controllers/crdmigrator"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	infrav1 "github.com/capov/capov/apis/v1beta1"
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/app/options"
 	"github.com/capov/capov/pkg/controllers"
 	"github.com/capov/capov/pkg/ovirt/sdk"
@@ -32,13 +35,42 @@ import (
 // servers and to the oVirt Engine), and so in managedFields.
 const Component = "capov-manager"
 
-// NewScheme returns the scheme of the manager.
+// NewScheme returns the scheme of the manager: both CAPOV API versions (the manager reads and
+// writes only v1beta2, the hub and storage version), Cluster API v1beta2 and the CRDs the
+// storage migration reads.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
+	utilruntime.Must(infrav1beta1.AddToScheme(s))
 	return s
+}
+
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions;customresourcedefinitions/status,verbs=patch;update,resourceNames=ovirtclusters.infrastructure.cluster.x-k8s.io;ovirtmachines.infrastructure.cluster.x-k8s.io;ovirtmachinetemplates.infrastructure.cluster.x-k8s.io;ovirtproviders.infrastructure.cluster.x-k8s.io
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters;ovirtmachines;ovirtmachinetemplates;ovirtproviders,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters/status;ovirtmachines/status;ovirtmachinetemplates/status;ovirtproviders/status,verbs=patch;update
+
+// NewCRDMigrator returns Cluster API's CRD migrator for the four CAPOV kinds, keyed by their
+// hub (storage) types: once a CRD's storage version is v1beta2, it rewrites every object
+// through the status endpoint (no admission webhook involved) and sets status.storedVersions
+// to [v1beta2], then drops managedFields of versions no longer served. The objects are listed
+// live, not from the cache: the cache strips managedFields, which the cleanup phase reads.
+func NewCRDMigrator(c client.Client, reader client.Reader, skip []crdmigrator.Phase) *crdmigrator.CRDMigrator {
+	cfg := crdmigrator.ByObjectConfig{UseStatusForStorageVersionMigration: true}
+	return &crdmigrator.CRDMigrator{
+		Client:                 c,
+		APIReader:              reader,
+		SkipCRDMigrationPhases: skip,
+		Config: map[client.Object]crdmigrator.ByObjectConfig{
+			&infrav1.OVirtCluster{}:         cfg,
+			&infrav1.OVirtMachine{}:         cfg,
+			&infrav1.OVirtMachineTemplate{}: cfg,
+			&infrav1.OVirtProvider{}:        cfg,
+		},
+	}
 }
 
 // Main parses args (without the program name) and runs the manager until SIGINT/SIGTERM. It
@@ -101,6 +133,15 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clusterCacheOptions(opts, secretClient, userAgent), concurrency[clusterCacheController])
 	if err != nil {
 		return fmt.Errorf("setting up the ClusterCache: %w", err)
+	}
+
+	skipPhases, err := opts.CRDMigrationPhasesToSkip()
+	if err != nil {
+		return err
+	}
+	if err := NewCRDMigrator(mgr.GetClient(), mgr.GetAPIReader(), skipPhases).
+		SetupWithManager(ctx, mgr, concurrency[crdMigratorController]); err != nil {
+		return fmt.Errorf("setting up the CRD migrator: %w", err)
 	}
 
 	connector := &controllers.Connector{Reader: mgr.GetClient(), Namespace: opts.CredentialsNamespace, Factory: factory}
@@ -196,6 +237,7 @@ const (
 	machineController         = "ovirtmachine"
 	machineTemplateController = "ovirtmachinetemplate"
 	clusterCacheController    = "clustercache"
+	crdMigratorController     = "crdmigrator"
 )
 
 // controllerOptions are each controller's options: its workers. The reconcile timeout and panic
@@ -207,6 +249,7 @@ func controllerOptions(opts *Options) map[string]controller.Options {
 		machineController:         {MaxConcurrentReconciles: opts.MaxConcurrentReconciles},
 		machineTemplateController: {MaxConcurrentReconciles: opts.MachineTemplateConcurrency},
 		clusterCacheController:    {MaxConcurrentReconciles: opts.ClusterCacheConcurrency},
+		crdMigratorController:     {MaxConcurrentReconciles: 1},
 	}
 }
 

@@ -11,6 +11,10 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/controllers/crdmigrator"
+
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
 func parseFlags(t *testing.T, args ...string) *Options {
@@ -45,6 +49,8 @@ func TestMainFlags(t *testing.T) {
 		{"a zero workload-cluster QPS exits 2", []string{"--clustercache-client-qps=0"}, 2, "--clustercache-client-qps must be positive"},
 		{"an unknown TLS version exits 2", []string{"--tls-min-version=VersionTLS99"}, 2, "--tls-min-version"},
 		{"an unknown logging format exits 2", []string{"--logging-format=xml"}, 2, "Unsupported log format"},
+		{"an unknown CRD migration phase exits 2 naming the flag and the valid values", []string{"--skip-crd-migration-phases=StorageVersionMigration,All"}, 2,
+			`--skip-crd-migration-phases: unknown phase "All"; valid values are StorageVersionMigration, CleanupManagedFields`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,12 +70,14 @@ func TestControllerConcurrency(t *testing.T) {
 	}{
 		{"the defaults", nil, map[string]int{
 			providerController: 2, clusterController: 2, machineController: 10, machineTemplateController: 1, clusterCacheController: 10,
+			crdMigratorController: 1,
 		}},
 		{"each controller has its flag", []string{
 			"--ovirtprovider-concurrency=3", "--ovirtcluster-concurrency=4", "--max-concurrent-reconciles=25",
 			"--ovirtmachinetemplate-concurrency=5", "--clustercache-concurrency=6",
 		}, map[string]int{
 			providerController: 3, clusterController: 4, machineController: 25, machineTemplateController: 5, clusterCacheController: 6,
+			crdMigratorController: 1,
 		}},
 	}
 	for _, tt := range tests {
@@ -135,4 +143,41 @@ func TestClusterCacheClients(t *testing.T) {
 			g.Expect(o.Client.UserAgent).To(Equal("capov-manager/v1.2.3 (linux/amd64) capov/1a2b3c4"))
 		})
 	}
+}
+
+func TestSkipCRDMigrationPhases(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []crdmigrator.Phase
+	}{
+		{"both phases run by default", nil, nil},
+		{"one phase", []string{"--skip-crd-migration-phases=CleanupManagedFields"}, []crdmigrator.Phase{crdmigrator.CleanupManagedFieldsPhase}},
+		{"a comma-separated list", []string{"--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields"},
+			[]crdmigrator.Phase{crdmigrator.StorageVersionMigrationPhase, crdmigrator.CleanupManagedFieldsPhase}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := parseFlags(t, tt.args...).CRDMigrationPhasesToSkip()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestTheSchemeServesBothVersions(t *testing.T) {
+	g := NewWithT(t)
+	s := NewScheme()
+	for _, kind := range []string{"OVirtMachine", "OVirtCluster", "OVirtMachineTemplate", "OVirtProvider"} {
+		g.Expect(s.Recognizes(infrav1.GroupVersion.WithKind(kind))).To(BeTrue(), "v1beta2 %s", kind)
+		g.Expect(s.Recognizes(infrav1beta1.GroupVersion.WithKind(kind))).To(BeTrue(), "v1beta1 %s", kind)
+	}
+	m := NewCRDMigrator(nil, nil, nil)
+	for obj := range m.Config {
+		gvks, _, err := s.ObjectKinds(obj)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(gvks[0].GroupVersion()).To(Equal(infrav1.GroupVersion), "the migrator is keyed by hub types")
+	}
+	g.Expect(m.Config).To(HaveLen(4))
 }

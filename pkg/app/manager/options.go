@@ -2,9 +2,12 @@ package manager
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"sigs.k8s.io/cluster-api/controllers/crdmigrator"
 
 	"github.com/capov/capov/pkg/app/options"
 )
@@ -69,6 +72,33 @@ type Options struct {
 	// OVirtLookupCacheTTL is how long names of templates, clusters, storage domains and vNIC
 	// profiles are cached.
 	OVirtLookupCacheTTL time.Duration
+
+	// SkipCRDMigrationPhases are the phases of the CRD storage migration not to run
+	// (StorageVersionMigration, CleanupManagedFields).
+	SkipCRDMigrationPhases []string
+}
+
+// crdMigrationPhases are the valid values of --skip-crd-migration-phases.
+var crdMigrationPhases = []crdmigrator.Phase{crdmigrator.StorageVersionMigrationPhase, crdmigrator.CleanupManagedFieldsPhase}
+
+// CRDMigrationPhasesToSkip returns --skip-crd-migration-phases as crdmigrator phases; an
+// unknown value is an error that names the flag and the valid values.
+func (o *Options) CRDMigrationPhasesToSkip() ([]crdmigrator.Phase, error) {
+	var out []crdmigrator.Phase
+	for _, v := range o.SkipCRDMigrationPhases {
+		p := crdmigrator.Phase(strings.TrimSpace(v))
+		if !slices.Contains(crdMigrationPhases, p) {
+			valid := make([]string, 0, len(crdMigrationPhases))
+			for _, vp := range crdMigrationPhases {
+				valid = append(valid, string(vp))
+			}
+			return nil, fmt.Errorf("--skip-crd-migration-phases: unknown phase %q; valid values are %s (comma-separated)", v, strings.Join(valid, ", "))
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // NewOptions returns the defaults.
@@ -108,6 +138,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.OVirtTimeout, "ovirt-timeout", 30*time.Second, "Timeout of each oVirt API call.")
 	fs.IntVar(&o.OVirtAuthFailureThreshold, "ovirt-auth-failure-threshold", 3, "Consecutive oVirt login failures after which logins with that credential are suspended.")
 	fs.DurationVar(&o.OVirtAuthBackoff, "ovirt-auth-backoff", 5*time.Minute, "How long logins stay suspended after --ovirt-auth-failure-threshold failures (protects the account from lockout).")
+	fs.StringSliceVar(&o.SkipCRDMigrationPhases, "skip-crd-migration-phases", nil, "Comma-separated list of CRD storage migration phases not to run at start: StorageVersionMigration (rewrite every object in the storage version v1beta2 and set the CRDs' status.storedVersions to [v1beta2]), CleanupManagedFields (drop managedFields entries of API versions no longer served). Default: run both.")
 	fs.DurationVar(&o.OVirtLookupCacheTTL, "ovirt-lookup-cache-ttl", 2*time.Minute, "How long template, cluster, storage-domain and vNIC-profile lookups are cached; 0 disables.")
 }
 
@@ -147,6 +178,9 @@ func (o *Options) Validate() error {
 		if !c.ok {
 			return fmt.Errorf("%s", c.msg)
 		}
+	}
+	if _, err := o.CRDMigrationPhasesToSkip(); err != nil {
+		return err
 	}
 	return nil
 }
