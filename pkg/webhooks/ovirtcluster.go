@@ -35,7 +35,7 @@ func (w *OVirtClusterWebhook) SetupWithManager(mgr ctrl.Manager) error {
 
 // ValidateCreate checks spec.controlPlaneEndpoint when it is set.
 func (w *OVirtClusterWebhook) ValidateCreate(_ context.Context, c *infrav1.OVirtCluster) (admission.Warnings, error) {
-	return nil, invalid("OVirtCluster", c.Name, ValidateControlPlaneEndpoint(clusterv1beta1.APIEndpoint(c.Spec.ControlPlaneEndpoint), field.NewPath("spec", "controlPlaneEndpoint")))
+	return nil, invalid("OVirtCluster", c.Name, ValidateControlPlaneEndpoint(c.Spec.ControlPlaneEndpoint, field.NewPath("spec", "controlPlaneEndpoint")))
 }
 
 // ValidateUpdate allows setting spec.controlPlaneEndpoint once (from empty) and refuses any
@@ -52,7 +52,7 @@ func (w *OVirtClusterWebhook) ValidateUpdate(_ context.Context, oldC, c *infrav1
 			fmt.Sprintf("cannot change once set (it is %s:%d): Cluster API copied it into the Cluster and the control-plane certificates; "+
 				"restore it, or create a new cluster for another endpoint", oldEP.Host, oldEP.Port))})
 	}
-	return nil, invalid("OVirtCluster", c.Name, ValidateControlPlaneEndpoint(clusterv1beta1.APIEndpoint(ep), path))
+	return nil, invalid("OVirtCluster", c.Name, ValidateControlPlaneEndpoint(ep, path))
 }
 
 // ValidateDelete allows every deletion.
