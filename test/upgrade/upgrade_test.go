@@ -17,20 +17,24 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
 	"github.com/capov/capov/test/envtest"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
@@ -97,6 +101,7 @@ func TestUpgradeFromTheV1Beta1Release(t *testing.T) {
 	before := snapshot(ctx, g, c, "v1beta1")
 	vmsBefore := stack.Sim.VMs()
 	writesBefore := vmWrites(stack.Sim)
+	g.Expect(writesBefore).To(BeNumerically(">=", 4), "the old release created four VMs: the write counter must see them")
 
 	t.Log("Upgrade: the webhook and manager stop, the CRD chart is upgraded, this version's binaries start")
 	g.Expect(stack.Manager.Stop(30 * time.Second)).To(Succeed())
@@ -122,8 +127,9 @@ func TestUpgradeFromTheV1Beta1Release(t *testing.T) {
 		expectEverythingReady(ctx, g, c, "v1beta2")
 	}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
 	after := snapshot(ctx, g, c, "v1beta1")
+	g.Expect(after).To(HaveLen(len(before)))
 	for key, spec := range before {
-		g.Expect(after).To(HaveKeyWithValue(key, spec), "the spec of %s must read the same in v1beta1 after the upgrade", key)
+		g.Expect(cmp.Diff(spec, after[key])).To(BeEmpty(), "the spec of %s must read the same in v1beta1 after the upgrade", key)
 	}
 
 	t.Log("No VM was written to")
@@ -283,12 +289,26 @@ func conditionTrue(o unstructured.Unstructured, t string, path ...string) bool {
 	return false
 }
 
-// snapshot returns the spec of every CAPOV object read in a version, by kind/namespace/name.
+// snapshot returns the spec of every CAPOV object read in a version, decoded into the v1beta1
+// types, by kind/namespace/name. Typed, because conversion goes through the types: a field
+// written with its zero value (tls.insecure: false) reads back as absent, which means the same.
 func snapshot(ctx context.Context, g Gomega, c client.Client, version string) map[string]any {
 	out := map[string]any{}
 	for _, kind := range []string{"OVirtProvider", "OVirtCluster", "OVirtMachine", "OVirtMachineTemplate"} {
 		for _, o := range list(ctx, g, c, version, kind, namespaceOf(kind)) {
-			out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = o.Object["spec"]
+			var typed any
+			switch kind {
+			case "OVirtProvider":
+				typed = &infrav1beta1.OVirtProvider{}
+			case "OVirtCluster":
+				typed = &infrav1beta1.OVirtCluster{}
+			case "OVirtMachine":
+				typed = &infrav1beta1.OVirtMachine{}
+			default:
+				typed = &infrav1beta1.OVirtMachineTemplate{}
+			}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, typed)).To(Succeed())
+			out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = reflect.ValueOf(typed).Elem().FieldByName("Spec").Interface()
 		}
 	}
 	return out
