@@ -170,9 +170,11 @@ const (
 	DeletingReason = "Deleting"
 )
 
-// Terminal failure reasons: Ready=False with one of these reasons (and the same value in
-// status.deprecated.v1beta1.failureReason, the v1beta1 status.failureReason) stops the
-// reconciliation of the machine until it is cleared by a patch (docs/operations.md).
+// Failure reasons of the Ready condition. OVirtEngineConnectionCritical and VMDeletedOutOfBand
+// are terminal: Ready=False with the reason, the same value in
+// status.deprecated.v1beta1.failureReason (the v1beta1 status.failureReason), and no change in
+// oVirt until the failure is cleared by a patch (docs/api-versions.md, "Clearing a terminal
+// failure"). DuplicateVMs is Ready=False too but retried: it clears once the extra VMs are gone.
 const (
 	// OVirtEngineConnectionCriticalFailure: the OVirtProvider of the machine cannot be used as
 	// configured (missing provider, invalid URL, TLS settings or credentials). Fix the
@@ -181,7 +183,8 @@ const (
 	// VMDeletedOutOfBandFailure: the VM was removed from oVirt behind CAPOV's back; Cluster API
 	// should replace the machine.
 	VMDeletedOutOfBandFailure = "VMDeletedOutOfBand"
-	// DuplicateVMsFailure: several VMs carry the identity of this machine.
+	// DuplicateVMsFailure: several VMs carry the identity of this machine; remove the extra
+	// VMs in oVirt.
 	DuplicateVMsFailure = "DuplicateVMs"
 )
 
