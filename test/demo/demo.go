@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -106,6 +107,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		return err
 	}
+	showBothVersions(ctx, stack.MgmtClient(), out)
 	printNextSteps(out, stack, opts.WorkDir)
 	if opts.ExitWhenReady {
 		return nil
@@ -231,6 +233,35 @@ func diagnose(ctx context.Context, stack *harness.Stack, out io.Writer) {
 			fmt.Fprintf(out, "--- last lines of %s (%s):\n%s\n", p.Name, p.LogPath, harness.Tail(p.Logs(), 15))
 		}
 	}
+}
+
+// showBothVersions reads the control-plane machine as the product doc's v1beta1 and as the
+// stored v1beta2: the same object, converted by the webhook.
+func showBothVersions(ctx context.Context, c client.Client, out io.Writer) {
+	key := client.ObjectKey{Namespace: "demo", Name: "demo-control-plane-0"}
+	v1 := &unstructured.Unstructured{}
+	v1.SetAPIVersion(infrav1.GroupVersion.Group + "/v1beta1")
+	v1.SetKind("OVirtMachine")
+	v2 := &infrav1.OVirtMachine{}
+	if err := c.Get(ctx, key, v1); err != nil {
+		fmt.Fprintf(out, "reading %s as v1beta1: %v\n", key, err)
+		return
+	}
+	if err := c.Get(ctx, key, v2); err != nil {
+		fmt.Fprintf(out, "reading %s as v1beta2: %v\n", key, err)
+		return
+	}
+	ready, _, _ := unstructured.NestedBool(v1.Object, "status", "ready")
+	provisioned := v2.Status.Initialization.Provisioned != nil && *v2.Status.Initialization.Provisioned
+	fmt.Fprintf(out, "\ncapovm/%s in both API versions (one stored object, converted by the webhook):\n", key.Name)
+	fmt.Fprintf(out, "  v1beta1 (product doc): status.ready=%t, %d conditions with a severity\n", ready, len(nestedSlice(v1, "status", "conditions")))
+	fmt.Fprintf(out, "  v1beta2 (stored, read by CAPI): status.initialization.provisioned=%t, Ready=%s, %d metav1 conditions\n",
+		provisioned, conditionStatus(v2.Status.Conditions, infrav1.ReadyCondition), len(v2.Status.Conditions))
+}
+
+func nestedSlice(u *unstructured.Unstructured, path ...string) []any {
+	s, _, _ := unstructured.NestedSlice(u.Object, path...)
+	return s
 }
 
 func isTrue(conds []metav1.Condition, t string) bool { return meta.IsStatusConditionTrue(conds, t) }
