@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -66,18 +65,8 @@ func RunConversion(ctx context.Context, baseURL string, caPEM []byte, dir Direct
 // postConversion sends one ConversionReview and reports whether the answer converted all batch
 // objects to desired.
 func postConversion(ctx context.Context, c *http.Client, url string, body []byte, uid, desired string, batch int) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	out, ok := post(ctx, c, url, body)
+	if !ok {
 		return false
 	}
 	review := apiextensionsv1.ConversionReview{}

@@ -155,18 +155,8 @@ func drive(ctx context.Context, clients, requests int, send func(c, i int, buf *
 
 // postReview sends one AdmissionReview and reports whether the answer admits the object.
 func postReview(ctx context.Context, c *http.Client, url string, body []byte, uid string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	out, ok := post(ctx, c, url, body)
+	if !ok {
 		return false
 	}
 	review := admissionv1.AdmissionReview{}
@@ -174,6 +164,25 @@ func postReview(ctx context.Context, c *http.Client, url string, body []byte, ui
 		return false
 	}
 	return string(review.Response.UID) == uid && review.Response.Allowed
+}
+
+// post sends one JSON review and returns the body of a 200 answer.
+func post(ctx context.Context, c *http.Client, url string, body []byte) ([]byte, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, false
+	}
+	return out, true
 }
 
 // reviewBody is an AdmissionReview JSON split around its request UID.
