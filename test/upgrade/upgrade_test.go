@@ -6,7 +6,9 @@
 // [v1beta2].
 //
 // The v1beta1-only release is commit oldRelease: its charts are kept as test data
-// (testdata/v1beta1-release), its binaries are built from the repository history.
+// (testdata/v1beta1-release), its binaries are built from the repository history. envtest runs
+// no pods, so the charts' Deployments never start: the binaries run as processes with the
+// charts' flags, and the webhook Service is replaced by the process's URL (useChartWebhooks).
 package upgrade
 
 import (
@@ -32,7 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
 	"github.com/capov/capov/test/envtest"
@@ -77,7 +79,7 @@ func TestUpgradeFromTheV1Beta1Release(t *testing.T) {
 		WorkDir: filepath.Join(work, "stack"), Seed: seed, Out: testWriter{t},
 		Binaries:         map[string]string{"manager": oldBins["manager"], "webhook": oldBins["webhook"]},
 		WebhookManifests: filepath.Join(oldBins["root"], "config", "webhook", "manifests.yaml"),
-		// The operator's first step: the release's CRD chart.
+		// The operator installs cert-manager, then the release's two charts in the Shturval order.
 		InstallCRDs: func(ctx context.Context, env *envtest.Environment) error {
 			kc, err := env.Kubeconfig("upgrade")
 			if err != nil {
@@ -86,14 +88,29 @@ func TestUpgradeFromTheV1Beta1Release(t *testing.T) {
 			if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 				return err
 			}
-			return run(ctx, helm, "install", "capov-crds", filepath.Join("testdata", "v1beta1-release", "charts", "capov-crds"),
-				"--kubeconfig", kubeconfig, "--wait")
+			cm, err := envtest.ModuleDir(ctx, "github.com/cert-manager/cert-manager")
+			if err != nil {
+				return err
+			}
+			if _, err := crenvtest.InstallCRDs(env.Config, crenvtest.CRDInstallOptions{Paths: []string{filepath.Join(cm, "deploy", "crds")}, ErrorIfPathMissing: true}); err != nil {
+				return err
+			}
+			if err := run(ctx, helm, "install", "capov-crds", filepath.Join("testdata", "v1beta1-release", "charts", "capov-crds"),
+				"--kubeconfig", kubeconfig, "--wait"); err != nil {
+				return err
+			}
+			return run(ctx, helm, "install", "capov", filepath.Join("testdata", "v1beta1-release", "charts", "capov"),
+				"--kubeconfig", kubeconfig, "-n", "capov-system", "--create-namespace")
 		},
 		ManagerArgs: []string{"--vm-poll-interval=500ms", "--node-poll-interval=500ms"},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer stack.Stop()
 	c := stack.MgmtClient()
+	// The charts' webhook configurations (and, after the upgrade, the CRDs' conversion) call the
+	// webhook Service, which envtest cannot reach: point them at the webhook process, and drop
+	// the configurations the harness registered, so that only the charts' remain.
+	restoreChartWebhooks := useChartWebhooks(ctx, g, c, stack)
 
 	t.Log("The v1beta1 release runs the product doc's examples until everything is Ready")
 	applyExamples(t, ctx, stack)
@@ -103,12 +120,14 @@ func TestUpgradeFromTheV1Beta1Release(t *testing.T) {
 	writesBefore := vmWrites(stack.Sim)
 	g.Expect(writesBefore).To(BeNumerically(">=", 4), "the old release created four VMs: the write counter must see them")
 
-	t.Log("Upgrade: the webhook and manager stop, the CRD chart is upgraded, this version's binaries start")
+	t.Log("Upgrade: the webhook and manager stop, both charts are upgraded (capov-crds first), this version's binaries start")
 	g.Expect(stack.Manager.Stop(30 * time.Second)).To(Succeed())
 	g.Expect(stack.Webhook.Stop(30 * time.Second)).To(Succeed())
 	g.Expect(run(ctx, helm, "upgrade", "capov-crds", filepath.Join(root, "charts", "capov-crds"), "--kubeconfig", kubeconfig, "--wait")).To(Succeed())
+	restoreChartWebhooks()
+	g.Expect(run(ctx, helm, "upgrade", "capov", filepath.Join(root, "charts", "capov"), "--kubeconfig", kubeconfig, "-n", "capov-system")).To(Succeed())
 	pointConversionAtTheLocalWebhook(ctx, g, c, stack)
-	replaceWebhookConfigurations(ctx, g, c, stack, filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	useChartWebhooks(ctx, g, c, stack)
 	g.Expect(stack.StartWebhook(ctx, newWebhook)).To(Succeed())
 	stack.ManagerBin = newManager
 	stack.Manager, _, err = stack.StartManager(ctx, "manager-new", []string{"--vm-poll-interval=500ms", "--node-poll-interval=500ms"})
@@ -341,48 +360,85 @@ func pointConversionAtTheLocalWebhook(ctx context.Context, g Gomega, c client.Cl
 	}
 }
 
-// replaceWebhookConfigurations does what `helm upgrade capov` does to the admission webhook
-// configurations (this version registers its webhooks for v1beta2, on other paths), with the
-// local URL and CA of envtest instead of the Service.
-func replaceWebhookConfigurations(ctx context.Context, g Gomega, c client.Client, stack *harness.Stack, manifests string) {
-	raw, err := os.ReadFile(manifests)
-	g.Expect(err).NotTo(HaveOccurred())
+// useChartWebhooks points every webhook of the charts' admission configurations at the
+// webhook process (URL and envtest's CA instead of the Service and cert-manager's CA injection)
+// and deletes the configurations the harness registered from config/webhook. The returned
+// function puts the charts' Service client configurations back, as Helm applied them: Helm's
+// three-way merge of an upgrade would otherwise remove the URL and leave neither.
+func useChartWebhooks(ctx context.Context, g Gomega, c client.Client, stack *harness.Stack) (restore func()) {
 	ca := stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData
-	local := func(cc *admissionregistrationv1.WebhookClientConfig) {
+	saved := map[string]admissionregistrationv1.WebhookClientConfig{}
+	local := func(cfg string, name string, cc *admissionregistrationv1.WebhookClientConfig) {
+		if cc.Service == nil {
+			return
+		}
+		saved[cfg+"/"+name] = *cc.DeepCopy()
 		url := "https://" + stack.WebhookAddr
-		if cc.Service != nil && cc.Service.Path != nil {
+		if cc.Service.Path != nil {
 			url += *cc.Service.Path
 		}
 		cc.Service, cc.URL, cc.CABundle = nil, &url, ca
 	}
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		if strings.TrimSpace(doc) == "" || strings.TrimSpace(doc) == "---" {
+	fromChart := func(o client.Object) bool {
+		if o.GetLabels()["app.kubernetes.io/managed-by"] == "Helm" {
+			return true
+		}
+		g.Expect(c.Delete(ctx, o)).To(Succeed())
+		return false
+	}
+	var mutatingNames, validatingNames []string
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	g.Expect(c.List(ctx, mutating)).To(Succeed())
+	for i := range mutating.Items {
+		cfg := &mutating.Items[i]
+		if !fromChart(cfg) {
 			continue
 		}
-		switch {
-		case strings.Contains(doc, "kind: MutatingWebhookConfiguration"):
-			want := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			g.Expect(yaml.UnmarshalStrict([]byte(doc), want)).To(Succeed())
-			for i := range want.Webhooks {
-				local(&want.Webhooks[i].ClientConfig)
-			}
-			replace(ctx, g, c, want, &admissionregistrationv1.MutatingWebhookConfiguration{})
-		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration"):
-			want := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			g.Expect(yaml.UnmarshalStrict([]byte(doc), want)).To(Succeed())
-			for i := range want.Webhooks {
-				local(&want.Webhooks[i].ClientConfig)
-			}
-			replace(ctx, g, c, want, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+		mutatingNames = append(mutatingNames, cfg.Name)
+		for j := range cfg.Webhooks {
+			local(cfg.Name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
+		}
+		g.Expect(c.Update(ctx, cfg)).To(Succeed())
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	g.Expect(c.List(ctx, validating)).To(Succeed())
+	for i := range validating.Items {
+		cfg := &validating.Items[i]
+		if !fromChart(cfg) {
+			continue
+		}
+		validatingNames = append(validatingNames, cfg.Name)
+		for j := range cfg.Webhooks {
+			local(cfg.Name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
+		}
+		g.Expect(c.Update(ctx, cfg)).To(Succeed())
+	}
+	g.Expect(mutatingNames).To(HaveLen(1), "the capov chart installs one mutating configuration")
+	g.Expect(validatingNames).To(HaveLen(1), "the capov chart installs one validating configuration")
+	g.Expect(saved).NotTo(BeEmpty(), "the chart's webhooks call the webhook Service")
+	back := func(cfg string, name string, cc *admissionregistrationv1.WebhookClientConfig) {
+		if orig, ok := saved[cfg+"/"+name]; ok {
+			*cc = orig
 		}
 	}
-}
-
-// replace overwrites the stored object named like want with want.
-func replace(ctx context.Context, g Gomega, c client.Client, want, current client.Object) {
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(want), current)).To(Succeed(), "the old release registered %s", want.GetName())
-	want.SetResourceVersion(current.GetResourceVersion())
-	g.Expect(c.Update(ctx, want)).To(Succeed())
+	return func() {
+		for _, name := range mutatingNames {
+			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, cfg)).To(Succeed())
+			for j := range cfg.Webhooks {
+				back(name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
+			}
+			g.Expect(c.Update(ctx, cfg)).To(Succeed())
+		}
+		for _, name := range validatingNames {
+			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, cfg)).To(Succeed())
+			for j := range cfg.Webhooks {
+				back(name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
+			}
+			g.Expect(c.Update(ctx, cfg)).To(Succeed())
+		}
+	}
 }
 
 type testWriter struct{ t *testing.T }
