@@ -45,6 +45,8 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveSSO(w, r, ssoTokenTmpl, s.ssoToken)
 	case p == ssoLogoutPath:
 		s.serveSSO(w, r, ssoLogoutTmpl, s.ssoLogout)
+	case p == pkiResourcePath:
+		s.servePKIResource(w, r)
 	case strings.HasPrefix(p, "/sim/"):
 		s.serveAdmin(w, r)
 	default:

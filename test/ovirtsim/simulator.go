@@ -3,6 +3,7 @@ package ovirtsim
 import (
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -181,6 +182,7 @@ type Simulator struct {
 	addr     string
 	url      string
 	caPEM    []byte
+	certPEM  []byte // the server certificate
 	done     chan struct{}
 	stopOnce sync.Once
 	routes   []route
@@ -245,7 +247,7 @@ func (b *Builder) Build() (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", b.listen, err)
 	}
-	s := &Simulator{built: cfg, caPEM: caPEM, done: make(chan struct{}), inv: inv,
+	s := &Simulator{built: cfg, caPEM: caPEM, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), done: make(chan struct{}), inv: inv,
 		timings: cfg.Timings, guestAgent: !cfg.NoGuestAgent, guestIfaces: gi, ignoreFollow: cfg.IgnoreFollow,
 		username: cfg.Username, password: cfg.Password, ttl: ttlOf(cfg.TokenTTL),
 		tokens: map[string]time.Time{}}
