@@ -15,6 +15,9 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/capov/capov/test/bench"
 	"github.com/capov/capov/test/envtest"
 )
@@ -29,6 +32,8 @@ func main() {
 	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running (a relative path is relative to the repository, e.g. docs/bench/results.json).")
 	only := flag.String("run", "", "Run only the scenarios whose name matches this regular expression (e.g. n100-c10$); the results are printed, docs are not rewritten.")
 	flag.Parse()
+	// envtest logs through controller-runtime's logger; the bench prints its own progress.
+	ctrllog.SetLogger(logr.Discard())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
