@@ -222,6 +222,7 @@ func TestSecretAccessFollowsTheKubeletsOwnershipRules(t *testing.T) {
 
 func TestEveryContainerCanReadTheSecretsItMounts(t *testing.T) {
 	userOf := func(container string) imageUser { return imageUserOf(t, container) }
+	secretMode := secretModeValues(t)
 	expectReadable := func(t *testing.T, d *appsv1.Deployment) {
 		t.Helper()
 		g := NewWithT(t)
@@ -236,6 +237,10 @@ func TestEveryContainerCanReadTheSecretsItMounts(t *testing.T) {
 		{"metrics certificate off", `metrics: {certificate: {enabled: false}}`},
 		{"webhook metrics on", `metrics: {webhook: {enabled: true}}`},
 		{"an own issuer", `certManager: {issuerRef: {kind: ClusterIssuer, name: platform-ca}}`},
+		{"certificates from a Secret", secretMode},
+		{"certificates from a Secret, metrics certificate off", secretMode + `metrics: {certificate: {enabled: false}}`},
+		{"certificates from Secrets of other names", secretMode + `  secretName: my-webhook-tls
+metrics: {certificate: {secretName: my-metrics-tls}}`},
 		{"another user and group", `podSecurityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}`},
 	}
 	for _, v := range variants {
