@@ -8,8 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,11 +63,15 @@ func TestShturvalServicePatchExamplesRender(t *testing.T) {
 	g.Expect(ssps).To(HaveKey("shturval-capov-resources"))
 	g.Expect(ssps).To(HaveKey("shturval-capov-featuregates"))
 	g.Expect(ssps).To(HaveKey("shturval-capov-disk-clone"))
+	g.Expect(ssps).To(HaveKey("shturval-capov-issuer"))
+	g.Expect(ssps).To(HaveKey("shturval-capov-certificates"))
+	g.Expect(ssps).To(HaveKey("shturval-capov-crds-certificates"))
 	for name, ssp := range ssps {
 		g.Expect(ssp.APIVersion).To(Equal("ops.shturval.tech/v1beta2"), name)
-		g.Expect(ssp.Metadata.Labels).To(HaveKeyWithValue("ops.shturval.tech/ssc", "shturval-capov"), name)
-		g.Expect(ssp.Spec.ShturvalServiceConfigName).To(Equal("shturval-capov"), name)
+		g.Expect(ssp.Spec.ShturvalServiceConfigName).To(BeElementOf(mainRelease, crdsRelease), name)
+		g.Expect(ssp.Metadata.Labels).To(HaveKeyWithValue("ops.shturval.tech/ssc", ssp.Spec.ShturvalServiceConfigName), name)
 	}
+	g.Expect(ssps["shturval-capov-crds-certificates"].Spec.ShturvalServiceConfigName).To(Equal(crdsRelease))
 
 	t.Run("resources, nodeSelector and manager.tag", func(t *testing.T) {
 		g := NewWithT(t)
@@ -85,6 +93,36 @@ func TestShturvalServicePatchExamplesRender(t *testing.T) {
 		r := mustRender(t, ssps["shturval-capov-featuregates"].Spec.CustomValues)
 		_, m := managerOf(t, r)
 		g.Expect(m.Args).To(ContainElement("--feature-gates=disk-add-vm-name=true,disk-clone=false,disk-keep-template-name=true"))
+	})
+	t.Run("an own cert-manager issuer", func(t *testing.T) {
+		g := NewWithT(t)
+		r := mustRender(t, ssps["shturval-capov-issuer"].Spec.CustomValues)
+		g.Expect(r.find("Issuer", "capov-selfsigned-issuer")).To(BeNil())
+		cert := get[cmv1.Certificate](t, r, "Certificate", "capov-serving-cert")
+		g.Expect(cert.Spec.IssuerRef.Kind).To(Equal("ClusterIssuer"))
+	})
+	t.Run("certificates without cert-manager, on both services", func(t *testing.T) {
+		g := NewWithT(t)
+		// The docs leave the CA as a placeholder; the test puts a real one in its place.
+		withCA := func(vals map[string]any, key string) map[string]any {
+			b, err := yaml.Marshal(vals)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b)).To(ContainSubstring("<output of base64 -w0 ca.crt>"), key)
+			out := values(t, strings.ReplaceAll(string(b), "<output of base64 -w0 ca.crt>", sharedPKI(t).caBundle()))
+			return out
+		}
+		main, err := render(t, "capov", withCA(ssps["shturval-capov-certificates"].Spec.CustomValues, "certificates.caBundle"), apiOVirtMachine)
+		g.Expect(err).NotTo(HaveOccurred(), "no cert-manager API needed")
+		g.Expect(certManagerObjects(main)).To(BeEmpty())
+		crds, err := render(t, "capov-crds", withCA(ssps["shturval-capov-crds-certificates"].Spec.CustomValues, "conversion.caBundle"))
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range append(append([]*unstructured.Unstructured{}, main.objs...), crds.objs...) {
+			g.Expect(o.GetAnnotations()).NotTo(HaveKey(injectCAFrom), o.GetKind()+"/"+o.GetName())
+		}
+		vwc := get[admissionregistrationv1.ValidatingWebhookConfiguration](t, main, "ValidatingWebhookConfiguration", "capov-validating-webhook-configuration")
+		crd := get[apiextensionsv1.CustomResourceDefinition](t, crds, "CustomResourceDefinition", "ovirtmachines.infrastructure.cluster.x-k8s.io")
+		g.Expect(vwc.Webhooks[0].ClientConfig.CABundle).To(Equal(sharedPKI(t).caPEM))
+		g.Expect(crd.Spec.Conversion.Webhook.ClientConfig.CABundle).To(Equal(sharedPKI(t).caPEM))
 	})
 	t.Run("disk-clone for another storage domain", func(t *testing.T) {
 		g := NewWithT(t)

@@ -65,6 +65,12 @@ func render(t *testing.T, chartName string, vals map[string]any, apiVersions ...
 // renderOn renders like render, pretending the cluster runs Kubernetes version kv.
 func renderOn(t *testing.T, chartName, kv string, vals map[string]any, apiVersions ...string) (*rendered, error) {
 	t.Helper()
+	return renderInto(t, chartName, kv, namespace, vals, apiVersions...)
+}
+
+// renderInto renders like renderOn, into release namespace ns.
+func renderInto(t *testing.T, chartName, kv, ns string, vals map[string]any, apiVersions ...string) (*rendered, error) {
+	t.Helper()
 	inst := action.NewInstall(&action.Configuration{})
 	inst.ClientOnly = true
 	inst.DryRun = true
@@ -73,7 +79,7 @@ func renderOn(t *testing.T, chartName, kv string, vals map[string]any, apiVersio
 	if chartName == "capov-crds" {
 		inst.ReleaseName = crdsRelease
 	}
-	inst.Namespace = namespace
+	inst.Namespace = ns
 	parsed, err := chartutil.ParseKubeVersion(kv)
 	if err != nil {
 		t.Fatal(err)

@@ -166,6 +166,11 @@ func TestPodsMeetTheRestrictedPodSecurityStandard(t *testing.T) {
 			pod := d.Spec.Template.Spec
 			g.Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
 			g.Expect(pod.SecurityContext.SeccompProfile).To(Equal(&corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}))
+			// The images' nonroot user, explicit, and its group owning the mounted Secrets
+			// (TestEveryContainerCanReadTheSecretsItMounts checks the access itself).
+			g.Expect(pod.SecurityContext.RunAsUser).To(HaveValue(BeEquivalentTo(65532)))
+			g.Expect(pod.SecurityContext.RunAsGroup).To(HaveValue(BeEquivalentTo(65532)))
+			g.Expect(pod.SecurityContext.FSGroup).To(HaveValue(BeEquivalentTo(65532)))
 			g.Expect(pod.AutomountServiceAccountToken).To(HaveValue(BeTrue()), "both binaries call the API server")
 			g.Expect(pod.HostNetwork || pod.HostPID || pod.HostIPC).To(BeFalse())
 			for _, c := range append(pod.InitContainers, pod.Containers...) {

@@ -65,6 +65,39 @@ app.kubernetes.io/component: webhook
 {{- printf "%s/capov-serving-cert" .Release.Namespace -}}
 {{- end }}
 
+{{/*
+Whether cert-manager provides the certificates (certificates.source certManager): "true" or "".
+With source secret the chart renders no cert-manager object and the CA comes from
+certificates.caBundle.
+*/}}
+{{- define "capov.certManager" -}}
+{{- if ne .Values.certificates.source "secret" -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/* Secret of the webhook serving certificate, mounted at --cert-dir. */}}
+{{- define "capov.webhookCertSecret" -}}
+{{- .Values.certificates.secretName -}}
+{{- end }}
+
+{{/*
+caBundle of the webhook configurations with certificates.source secret: certificates.caBundle
+without whitespace (so wrapped base64 output works), failing with instructions when it is empty
+or not base64 of a PEM certificate.
+*/}}
+{{- define "capov.caBundle" -}}
+{{- $where := printf "Secret %s/%s" .Release.Namespace (include "capov.webhookCertSecret" .) -}}
+{{- $b := .Values.certificates.caBundle | default "" | nospace -}}
+{{- if not $b -}}
+{{- fail (printf "\n\ncertificates.source is secret, so cert-manager does not inject the webhook's CA: set certificates.caBundle to the base64-encoded PEM of the CA certificate(s) that signed tls.crt of %s (base64 -w0 ca.crt), and set the same value as conversion.caBundle of the capov-crds chart (Shturval: customvalues of shturval-capov and shturval-capov-crds)." $where) -}}
+{{- end -}}
+{{- if not (contains "-----BEGIN CERTIFICATE-----" (b64dec $b)) -}}
+{{- fail (printf "\n\ncertificates.caBundle must be base64 of PEM CA certificates (-----BEGIN CERTIFICATE-----), like base64 -w0 ca.crt prints; the CA must have signed tls.crt of %s." $where) -}}
+{{- end -}}
+{{- $b -}}
+{{- end }}
+
 {{/* Environment shared by both containers. */}}
 {{- define "capov.podEnv" -}}
 - name: POD_NAMESPACE
@@ -96,9 +129,9 @@ rules:
 /tmp/k8s-metrics-server/metrics-certs
 {{- end }}
 
-{{/* Secret of the metrics serving certificate. */}}
+{{/* Secret of the metrics serving certificate (metrics.certificate.secretName). */}}
 {{- define "capov.metricsCertSecret" -}}
-capov-metrics-server-cert
+{{- .Values.metrics.certificate.secretName -}}
 {{- end }}
 
 {{/* issuerRef of the chart's certificates: certManager.issuerRef, else the self-signed Issuer. */}}
@@ -174,7 +207,10 @@ verified against the metrics certificate's CA when metrics.certificate.enabled.
   {{- end }}
 {{- end }}
 
-{{/* Volume and mount of the metrics certificate (metrics.certificate.enabled). */}}
+{{/*
+Volume and mount of the metrics certificate (metrics.certificate.enabled): 0440, readable
+through the pod's fsGroup (podSecurityContext).
+*/}}
 {{- define "capov.metricsCertVolume" -}}
 - name: metrics-cert
   secret:
