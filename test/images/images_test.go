@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -202,7 +203,7 @@ func flatten(t *testing.T, img v1.Image) map[string]fileInfo {
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return files
 		}
 		if err != nil {
@@ -438,7 +439,7 @@ func TestImagesAreReproducible(t *testing.T) {
 				prev := ""
 				for {
 					h, err := tr.Next()
-					if err == io.EOF {
+					if errors.Is(err, io.EOF) {
 						break
 					}
 					g.Expect(err).NotTo(HaveOccurred())
@@ -790,7 +791,7 @@ func untar(t *testing.T, archive, dir string) {
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return
 		}
 		if err != nil {
