@@ -57,6 +57,10 @@ build: ## Build bin/manager and bin/webhook (static, version-stamped, as in the 
 	$(BUILD) -o $(BIN)/manager ./cmd/manager
 	$(BUILD) -o $(BIN)/webhook ./cmd/webhook
 
+.PHONY: images
+images: ## Build the manager, webhook and simulator OCI images (linux/amd64+arm64, with SBOMs) into out/ without Docker.
+	go run ./test/images/cmd/images --out=out --version=$(VERSION) --git-commit=$(GIT_COMMIT) --build-date=$(BUILD_DATE) $(IMAGES_ARGS)
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy, v1beta1<->v1beta2 conversion, CRDs, RBAC and webhook manifests; sync chart CRDs.
 	cd apis && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./...
