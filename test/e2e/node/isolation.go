@@ -189,14 +189,16 @@ func kubeletSysctls() map[string]string {
 // mountSet records what setupMounts did, for teardown.
 type mountSet struct {
 	mounted []string       // in mount order
-	created []string       // directories created on the host file system, to remove when empty
 	before  map[string]int // mount points (and how many mounts each) before setupMounts
 }
 
 // setupMounts makes the private mount namespace usable by a node: mounts shared within it
 // (the kubelet and containerd need propagation between their mounts), the tmpfs mounts and the
-// sysctl stand-ins. CheckIsolation must have passed.
-func setupMounts(fakeDir string) (*mountSet, error) {
+// sysctl stand-ins. A tmpfs directory missing on the host (/var/lib/kubelet on a machine that
+// never ran a kubelet) is not created there: its nearest existing parent gets an overlay whose
+// lower layer is the host's directory and whose upper layer is below workDir, so the host's
+// file system stays as it was, even for a concurrent run. CheckIsolation must have passed.
+func setupMounts(workDir, fakeDir string) (*mountSet, error) {
 	entries, err := readMountinfo("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -208,12 +210,22 @@ func setupMounts(fakeDir string) (*mountSet, error) {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_SHARED, ""); err != nil {
 		return m, fmt.Errorf("making / rshared in the private mount namespace: %w", err)
 	}
+	overlaid := map[string]bool{}
 	for _, d := range tmpfsDirs() {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return m, fmt.Errorf("creating %s: %w", d, err)
+			parent := filepath.Dir(d)
+			for !fileExists(parent) {
+				parent = filepath.Dir(parent)
 			}
-			m.created = append(m.created, d)
+			if !overlaid[parent] {
+				if err := m.overlay(parent, filepath.Join(workDir, "overlay", strings.ReplaceAll(strings.Trim(parent, "/"), "/", "_"))); err != nil {
+					return m, err
+				}
+				overlaid[parent] = true
+			}
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return m, fmt.Errorf("creating %s in the overlay of %s: %w", d, parent, err)
+			}
 		}
 		if err := syscall.Mount("tmpfs", d, "tmpfs", 0, "mode=0755"); err != nil {
 			return m, fmt.Errorf("mounting a tmpfs on %s: %w", d, err)
@@ -254,9 +266,25 @@ func setupMounts(fakeDir string) (*mountSet, error) {
 	return m, nil
 }
 
+// overlay mounts over dir an overlay of itself with its upper layer in state.
+func (m *mountSet) overlay(dir, state string) error {
+	upper, work := filepath.Join(state, "upper"), filepath.Join(state, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", dir, upper, work)
+	if err := syscall.Mount("overlay", dir, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mounting an overlay on %s (%s): %w", dir, opts, err)
+	}
+	m.mounted = append(m.mounted, dir)
+	return nil
+}
+
 // teardown unmounts everything below the given roots (container root file systems, the CRI's
-// network-namespace files, the kubelet's volumes), then what setupMounts mounted, and removes
-// the directories it created. Lazy unmounts: nothing of the node runs any more.
+// network-namespace files, the kubelet's volumes), then what setupMounts mounted. Lazy
+// unmounts: nothing of the node runs any more.
 func (m *mountSet) teardown(roots ...string) error {
 	var errs []error
 	entries, err := readMountinfo("/proc/self/mountinfo")
@@ -286,12 +314,6 @@ func (m *mountSet) teardown(roots ...string) error {
 		}
 	}
 	m.mounted = nil
-	for i := len(m.created) - 1; i >= 0; i-- {
-		if err := os.Remove(m.created[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing %s: %w", m.created[i], err))
-		}
-	}
-	m.created = nil
 	return errors.Join(errs...)
 }
 

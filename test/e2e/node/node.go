@@ -168,12 +168,19 @@ func (c *Cluster) up(ctx context.Context) error {
 	} else if len(removed) > 0 {
 		c.log.Info("Removed the cgroups of earlier runs", "cgroups", removed)
 	}
+	// A work directory used before (E2E_WORKDIR) starts afresh: old IPAM leases, images and
+	// logs would mislead. Nothing is mounted below it any more: its namespaces died with it.
+	for _, d := range []string{c.paths.pki, c.paths.etc, c.paths.logs, filepath.Dir(c.paths.ipam), c.paths.images, c.paths.containerd, c.paths.sysctls, filepath.Join(c.paths.work, "overlay")} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("clearing %s of an earlier run: %w", d, err)
+		}
+	}
 	for _, d := range []string{c.paths.pki, c.paths.etc, c.paths.logs, c.paths.podLogs, c.paths.images, c.paths.ipam, c.paths.cniConf, c.paths.containerd} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	if c.mounts, err = setupMounts(c.paths.sysctls); err != nil {
+	if c.mounts, err = setupMounts(c.paths.work, c.paths.sysctls); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(c.paths.etcdData, 0o700); err != nil {

@@ -52,6 +52,7 @@ func TestNode(t *testing.T) {
 		t.Skip("the e2e node test builds a real cluster as root in private Linux namespaces; run it through make e2e or hack/e2e.sh ./test/e2e/node (which set CAPOV_E2E=1)")
 	}
 	g := NewWithT(t)
+	g.Expect(node.CheckIsolation()).To(Succeed())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)

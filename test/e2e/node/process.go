@@ -174,7 +174,7 @@ wait:
 }
 
 // leftovers reports processes still in the cgroup subtree, cgroup directories still present
-// and mounts still below the work directory or the tmpfs directories.
+// and mounts that were not there before Up.
 func (c *Cluster) leftovers() error {
 	var found []string
 	if c.cgroup != nil {
@@ -191,15 +191,10 @@ func (c *Cluster) leftovers() error {
 	if err != nil {
 		return err
 	}
-	roots := append([]string{c.paths.work, "/proc/sys"}, tmpfsDirs()...)
+	// Every mount of the namespace counts: it holds nothing but what was there before Up.
 	now := map[string]int{}
 	for _, e := range entries {
-		for _, r := range roots {
-			if e.mountPoint == r || strings.HasPrefix(e.mountPoint, r+"/") {
-				now[e.mountPoint]++
-				break
-			}
-		}
+		now[e.mountPoint]++
 	}
 	for mp, n := range now {
 		if c.mounts == nil || n > c.mounts.before[mp] {
