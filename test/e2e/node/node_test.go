@@ -208,6 +208,12 @@ func TestNode(t *testing.T) {
 
 	total, byName := c.Memory()
 	t.Logf("Resident memory of the node's processes: %d MiB (%s)", total>>20, topMemory(byName, 10))
+	// The cgroup v1 peak includes the page cache of the node's files (images, logs, tmpfs).
+	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", c.CgroupName(), "memory.max_usage_in_bytes")); err == nil {
+		if peak, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			t.Logf("Peak memory of the node's cgroup (with page cache): %d MiB", peak>>20)
+		}
+	}
 
 	start = time.Now()
 	cgroupName, work := c.CgroupName(), c.WorkDir()
