@@ -107,8 +107,10 @@ KUBEBUILDER_ASSETS="$("${root}/hack/envtest-assets.sh")"
 NODE_ASSETS="$("${root}/hack/node-assets.sh")"
 export KUBEBUILDER_ASSETS NODE_ASSETS CAPOV_E2E=1
 
-out="${root}/bin/e2e"
-mkdir -p "${out}"
+# One directory per run: runs of the same work tree may overlap.
+mkdir -p "${root}/bin/e2e"
+out="$(mktemp -d "${root}/bin/e2e/run.XXXXXX")"
+trap 'rm -rf "${out}"' EXIT
 mapfile -t list < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep -v '^$')
 [[ ${#list[@]} -gt 0 ]] || { log "no test package in ${pkgs[*]}"; exit 1; }
 rc=0
