@@ -112,7 +112,8 @@ func nodeBinaries() []nodeBinary {
 // kube-proxy and CoreDNS, and returns once the node is Ready, the default service account
 // exists and CoreDNS answers. It refuses to run outside private namespaces (CheckIsolation).
 // On failure it writes the tail of every component log to Out, tears down what it started
-// and returns the error.
+// and returns the error. One node per process at a time (the namespaces, the cgroup name and
+// the fixed ports are the process's); after Down another Up works.
 func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := CheckIsolation(); err != nil {
 		return nil, err
