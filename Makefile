@@ -114,6 +114,20 @@ bench-smoke: envtest ## Run the seconds-long benchmark (also part of make test) 
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 3s) each.
 	hack/fuzz.sh $(FUZZTIME)
 
+##@ End-to-end
+
+# The package(s) and -run pattern of make e2e: make e2e E2E_PKG=./test/e2e/node E2E_RUN=TestNode
+E2E_PKG ?= ./test/e2e/...
+E2E_RUN ?=
+
+.PHONY: e2e
+e2e: ## Real single-node cluster (kubelet, containerd) in private namespaces: the charts installed from our images, as users run them. Needs root.
+	hack/e2e.sh $(E2E_PKG) -v $(if $(E2E_RUN),-run '$(E2E_RUN)')
+
+.PHONY: node-assets
+node-assets: ## Build (once) kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and pause into bin/node.
+	hack/node-assets.sh >/dev/null
+
 ##@ Charts and release
 
 .PHONY: charts-lint

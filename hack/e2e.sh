@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# e2e.sh: runs Go end-to-end tests against a real single-node cluster (test/e2e/node) inside
+# private Linux namespaces, so that nothing changes on the host.
+#
+#   hack/e2e.sh [PACKAGES] [-run REGEXP] [-v] [-count N] [-timeout D] [-- other test binary flags]
+#   hack/e2e.sh                                 # ./test/e2e/...
+#   hack/e2e.sh ./test/e2e/node -run TestNode
+#
+# It needs root and Linux namespaces. It installs the Debian packages when missing
+# (hack/e2e-prereqs.sh), builds the binaries (hack/envtest-assets.sh, hack/node-assets.sh, both
+# cached in bin/), compiles each test package (`go test -c`) outside the namespaces, and runs
+# each test binary under `unshare --net --mount --propagation private --fork` with
+# CAPOV_E2E=1, KUBEBUILDER_ASSETS and NODE_ASSETS set. The tests (node.Up) then make the mounts,
+# interfaces and sysctls of the node inside those namespaces only. When a test binary ends,
+# however it ended, whatever it left in its cgroup subtree (capov-e2e-<pid>) is killed and
+# the subtree removed; the namespaces die with their last process.
+#
+# Environment: E2E_WORKDIR keeps the node's work directory (certificates, configs, component
+# and pod logs) there instead of a temporary one; E2E_TIMEOUT is the test timeout (30m).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log() { echo "e2e: $*" >&2; }
+
+# reap <pid>: kill what is left in the cgroup subtree of the test process <pid>, then remove it.
+reap() {
+  local name="capov-e2e-$1" dirs=() d i
+  for d in /sys/fs/cgroup/*/"${name}" /sys/fs/cgroup/"${name}"; do
+    [[ -d "${d}" ]] && dirs+=("${d}")
+  done
+  [[ ${#dirs[@]} -eq 0 ]] && return 0
+  log "removing what the test left in cgroup ${name}"
+  for i in $(seq 1 100); do
+    local pids
+    pids="$(find "${dirs[@]}" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)"
+    [[ -z "${pids}" ]] && break
+    # shellcheck disable=SC2086
+    kill -9 ${pids} 2>/dev/null || true
+    sleep 0.1
+  done
+  for i in $(seq 1 50); do
+    find "${dirs[@]}" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    local left=0
+    for d in "${dirs[@]}"; do [[ -d "${d}" ]] && left=1; done
+    [[ ${left} -eq 0 ]] && return 0
+    sleep 0.1
+  done
+  log "could not remove cgroup ${name} everywhere: ${dirs[*]}"
+  return 1
+}
+
+# Inside the namespaces: run one test binary, then reap what it left.
+if [[ "${1:-}" == "--inside" ]]; then
+  shift
+  dir="$1" bin="$2"
+  shift 2
+  cd "${dir}"
+  "${bin}" "$@" &
+  child=$!
+  trap 'kill -INT "${child}" 2>/dev/null || true' INT TERM
+  rc=0
+  while true; do
+    wait "${child}" && rc=0 || rc=$?
+    kill -0 "${child}" 2>/dev/null || break
+  done
+  reap "${child}" || rc=1
+  exit "${rc}"
+fi
+
+if [[ "$(uname -s)" != Linux ]]; then
+  log "needs Linux (network and mount namespaces); this is $(uname -s)"
+  exit 1
+fi
+if [[ "$(id -u)" != 0 ]]; then
+  log "needs root: it builds a real node (containerd, kubelet, iptables) inside Linux namespaces made with unshare; run: sudo make e2e (or sudo hack/e2e.sh $*)"
+  exit 1
+fi
+if ! command -v unshare >/dev/null || ! unshare --net --mount --propagation private --fork true 2>/dev/null; then
+  log "needs Linux namespaces: 'unshare --net --mount --propagation private --fork true' failed (util-linux missing, or namespaces disabled in this container/kernel)"
+  exit 1
+fi
+
+# Arguments: packages first, then go-test-like flags, translated for the test binary.
+pkgs=()
+while [[ $# -gt 0 && "$1" != -* ]]; do pkgs+=("$1"); shift; done
+[[ ${#pkgs[@]} -eq 0 ]] && pkgs=(./test/e2e/...)
+timeout="${E2E_TIMEOUT:-30m}"
+targs=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -run | -count | -timeout | -parallel)
+      [[ $# -ge 2 ]] || { log "$1 needs a value"; exit 2; }
+      if [[ "$1" == -timeout ]]; then timeout="$2"; else targs+=("-test.${1#-}=$2"); fi
+      shift 2 ;;
+    -run=* | -count=* | -parallel=*) targs+=("-test.${1#-}"); shift ;;
+    -timeout=*) timeout="${1#-timeout=}"; shift ;;
+    -v) targs+=(-test.v); shift ;;
+    --) shift; targs+=("$@"); break ;;
+    *) targs+=("$1"); shift ;;
+  esac
+done
+targs+=("-test.timeout=${timeout}")
+
+cd "${root}"
+"${root}/hack/e2e-prereqs.sh"
+KUBEBUILDER_ASSETS="$("${root}/hack/envtest-assets.sh")"
+NODE_ASSETS="$("${root}/hack/node-assets.sh")"
+export KUBEBUILDER_ASSETS NODE_ASSETS CAPOV_E2E=1
+
+# One directory per run: runs of the same work tree may overlap.
+mkdir -p "${root}/bin/e2e"
+out="$(mktemp -d "${root}/bin/e2e/run.XXXXXX")"
+trap 'rm -rf "${out}"' EXIT
+mapfile -t list < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep -v '^$')
+[[ ${#list[@]} -gt 0 ]] || { log "no test package in ${pkgs[*]}"; exit 1; }
+rc=0
+for entry in "${list[@]}"; do
+  pkg="${entry%% *}" dir="${entry#* }"
+  bin="${out}/$(echo "${pkg}" | tr '/' '_').test"
+  log "building ${pkg}"
+  go test -c -o "${bin}" "${pkg}"
+  log "running ${pkg} in private namespaces"
+  unshare --net --mount --propagation private --fork -- "${root}/hack/e2e.sh" --inside "${dir}" "${bin}" "${targs[@]}" || rc=$?
+done
+exit "${rc}"
