@@ -105,7 +105,9 @@ cd "${root}"
 "${root}/hack/e2e-prereqs.sh"
 KUBEBUILDER_ASSETS="$("${root}/hack/envtest-assets.sh")"
 NODE_ASSETS="$("${root}/hack/node-assets.sh")"
-export KUBEBUILDER_ASSETS NODE_ASSETS CAPOV_E2E=1
+# The operator scenario (test/e2e/operator) installs the charts with Helm.
+HELM="$("${root}/hack/helm.sh")"
+export KUBEBUILDER_ASSETS NODE_ASSETS HELM CAPOV_E2E=1
 
 # One directory per run: runs of the same work tree may overlap.
 mkdir -p "${root}/bin/e2e"
