@@ -116,6 +116,8 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 		s.pause(ctx, f.Hang)
 		gone = ctx.Err() != nil
 		switch {
+		case gone && (f.mode() == FaultModeDrop || f.Status != 0):
+			return // the fault replaces the work, and nobody is left to answer
 		case f.mode() == FaultModeDrop:
 			rq.drop()
 			return
@@ -133,6 +135,10 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 			s.pause(ctx, f.Hang)
 			gone = ctx.Err() != nil
 			switch {
+			case gone:
+				// The client went away during the hang. Writing the answer now
+				// would race with its close: it could still read an answer it
+				// had given up on. A real Engine's answer goes nowhere.
 			case f.mode() == FaultModeDrop:
 				rq.drop()
 			case f.Status != 0:
@@ -142,7 +148,11 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 			}
 		}()
 	}
-	gone = ctx.Err() != nil
+	if gone = ctx.Err() != nil; gone {
+		// Gone during a latency or a hang before the work: the work is done
+		// (the Engine received the request), the answer is discarded.
+		rq.w = &capture{h: http.Header{}}
+	}
 	if !s.authorised(r) {
 		rq.unauthorized()
 		return
