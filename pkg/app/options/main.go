@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/capov/capov/pkg/version"
@@ -93,7 +92,7 @@ func (c *Common) MetricsServer() (metricsserver.Options, error) {
 	opts := metricsserver.Options{BindAddress: c.MetricsBindAddress, TLSOpts: tlsOpts}
 	if c.MetricsBindAddress != "0" {
 		opts.SecureServing = true
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.FilterProvider = metricsAuthFilter
 	}
 	if c.MetricsCertDir != "" {
 		// controller-runtime watches the files and serves a renewed certificate.

@@ -65,7 +65,10 @@ func TestMetricsRequireAuthorization(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	code, _ := get("")
-	g.Expect(code).To(Equal(http.StatusUnauthorized))
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "no token")
+	code, _ = get("not-a-token")
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "a token the API server does not know is no credential: 401 as from the API server, not a server fault")
+	g.Expect(suite.logs.String()).NotTo(ContainSubstring("Authentication failed"), "a stranger's token is not an error in our log")
 
 	cs := kubernetes.NewForConfigOrDie(suite.env.Config)
 	token := func(name string) string {
