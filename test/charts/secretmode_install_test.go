@@ -29,14 +29,24 @@ var capovCRDNames = []string{
 	"ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
 }
 
-// servesCAPOV reports whether discovery lists the four kinds of infrastructure.cluster.x-k8s.io/v1beta2.
+// servesCAPOV reports whether discovery lists the four kinds of infrastructure.cluster.x-k8s.io/v1beta2
+// in the aggregated discovery Helm reads its capabilities from (the API server updates it a
+// moment after the group's own endpoint).
 func servesCAPOV(cfg *rest.Config) bool {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return false
 	}
-	res, err := dc.ServerResourcesForGroupVersion("infrastructure.cluster.x-k8s.io/v1beta2")
-	return err == nil && len(res.APIResources) >= 4
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		return false
+	}
+	for _, l := range lists {
+		if l.GroupVersion == "infrastructure.cluster.x-k8s.io/v1beta2" {
+			return len(l.APIResources) >= 4
+		}
+	}
+	return false
 }
 
 // capovAPIGone returns nil once no CAPOV CRD exists and discovery no longer serves their group.

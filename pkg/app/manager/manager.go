@@ -97,6 +97,9 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	cfg := opts.RestConfig(restConfig, userAgent, log)
 	scheme := NewScheme()
 
+	if err := checkRequiredAPIs(ctx, cfg); err != nil {
+		return err
+	}
 	mgrOpts, err := managerOptions(opts, scheme, log)
 	if err != nil {
 		return err
