@@ -314,14 +314,14 @@ func (e *e2e) provider(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: withTmp(restrictedPod(corev1.Container{
+				Spec: restrictedPod(corev1.Container{
 					Name: "ovirtsim", Image: e.imageRegistry() + "/capov-ovirtsim:" + e.tag, ImagePullPolicy: corev1.PullNever,
 					Args: []string{"--listen=0.0.0.0:8443", "--cert-host=ovirtsim." + simNS + ".svc", "--cert-host=ovirtsim." + simNS + ".svc.cluster.local",
 						"--boot-delay=2s"},
 					Ports: []corev1.ContainerPort{{ContainerPort: 8443, Name: "https"}},
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 						Path: "/ovirt-engine/services/pki-resource?resource=ca-certificate&format=X509-PEM-CA", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}},
-				})),
+				}), // a read-only root and no /tmp volume: the simulator serves its CA, writes no file
 			},
 		},
 	})).To(Succeed())
@@ -810,14 +810,6 @@ func restrictedPod(c corev1.Container) corev1.PodSpec {
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &tr, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		Containers:      []corev1.Container{c},
 	}
-}
-
-// withTmp gives the pod's first container a writable /tmp (an emptyDir) under its read-only
-// root: the simulator writes its CA there.
-func withTmp(p corev1.PodSpec) corev1.PodSpec {
-	p.Volumes = append(p.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
-	return p
 }
 
 // freePort returns a free TCP port on host.

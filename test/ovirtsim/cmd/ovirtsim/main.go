@@ -3,7 +3,8 @@
 //
 //	go run ./test/ovirtsim/cmd/ovirtsim --listen 127.0.0.1:8443 --image-lock 5s --boot-delay 10s
 //
-// It prints OVIRT_URL, OVIRT_USERNAME and OVIRT_CA_FILE lines on stdout and
+// It prints OVIRT_URL, OVIRT_USERNAME, OVIRT_CA_FILE (unless no file could be written) and
+// OVIRT_CA_URL lines on stdout and
 // serves until SIGINT or SIGTERM. See docs/ovirtsim.md for all flags.
 package main
 
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -130,25 +132,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer sim.Close()
 
-	caPath := *caOut
-	removeCA := false
-	if caPath == "" {
-		f, err := os.CreateTemp("", "ovirtsim-ca-*.pem")
-		if err != nil {
-			return fmt.Errorf("creating CA file: %w", err)
-		}
-		caPath, removeCA = f.Name(), true
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("closing CA file: %w", err)
-		}
-	}
-	if err := os.WriteFile(caPath, sim.CAPEM(), 0o644); err != nil {
-		return fmt.Errorf("writing CA file: %w", err)
-	}
-	if removeCA {
+	caPath, removeCA, err := writeCA(*caOut, sim.CAPEM())
+	switch {
+	case err != nil && *caOut != "":
+		return err
+	case err != nil:
+		// A read-only root (a pod with readOnlyRootFilesystem and no /tmp volume): the CA is
+		// still served by the simulator itself, as the Engine serves its own.
+		fmt.Fprintf(stderr, "ovirtsim: no CA file (%v); clients fetch the CA from %s\n", err, caURL(sim.URL()))
+	case removeCA:
 		defer os.Remove(caPath)
 	}
-	fmt.Fprintf(stdout, "OVIRT_URL=%s\nOVIRT_USERNAME=%s\nOVIRT_CA_FILE=%s\n", sim.URL(), sim.Username(), caPath)
+	fmt.Fprintf(stdout, "OVIRT_URL=%s\nOVIRT_USERNAME=%s\n", sim.URL(), sim.Username())
+	if caPath != "" {
+		fmt.Fprintf(stdout, "OVIRT_CA_FILE=%s\n", caPath)
+	}
+	fmt.Fprintf(stdout, "OVIRT_CA_URL=%s\n", caURL(sim.URL()))
 	if *urlFile != "" {
 		// Written after stdout, so a script that waits for this file can read
 		// the printed lines too; write then rename, so it never reads half a URL.
@@ -170,4 +169,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// writeCA writes the CA PEM to path, or, with path empty, to a new temporary file that the
+// caller removes on exit (remove true). It returns the path written.
+func writeCA(path string, pem []byte) (string, bool, error) {
+	remove := false
+	if path == "" {
+		f, err := os.CreateTemp("", "ovirtsim-ca-*.pem")
+		if err != nil {
+			return "", false, fmt.Errorf("creating the CA file: %w", err)
+		}
+		path, remove = f.Name(), true
+		if err := f.Close(); err != nil {
+			return "", false, fmt.Errorf("closing the CA file: %w", err)
+		}
+	}
+	if err := os.WriteFile(path, pem, 0o644); err != nil { //nolint:gosec // a CA certificate is public
+		if remove {
+			_ = os.Remove(path)
+		}
+		return "", false, fmt.Errorf("writing the CA file: %w", err)
+	}
+	return path, remove, nil
+}
+
+// caURL is where the simulator serves its CA without authentication, as the Engine does
+// (pki-resource).
+func caURL(apiURL string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(apiURL, "/"), "/api") +
+		"/services/pki-resource?resource=ca-certificate&format=X509-PEM-CA"
 }

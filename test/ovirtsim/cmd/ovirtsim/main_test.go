@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +65,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		url = strings.TrimSpace(string(b))
 		return url
 	}).WithTimeout(10 * time.Second).Should(HavePrefix("https://127.0.0.1:"))
-	g.Expect(stdout.String()).To(Equal("OVIRT_URL=" + url + "\nOVIRT_USERNAME=capov@internal\nOVIRT_CA_FILE=" + caFile + "\n"))
+	g.Expect(stdout.String()).To(Equal("OVIRT_URL=" + url + "\nOVIRT_USERNAME=capov@internal\nOVIRT_CA_FILE=" + caFile +
+		"\nOVIRT_CA_URL=" + strings.TrimSuffix(url, "/api") + "/services/pki-resource?resource=ca-certificate&format=X509-PEM-CA\n"))
 
 	conn, err := ovirtsdk.NewConnectionBuilder().URL(url).Username("capov@internal").Password("pw").CAFile(caFile).Build()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -86,6 +90,40 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the URL file is removed on exit")
 	_, err = os.Stat(caFile)
 	g.Expect(err).NotTo(HaveOccurred(), "an explicit --ca-out is kept")
+}
+
+// TestRunServesOnAReadOnlyRoot: in a pod with readOnlyRootFilesystem and no /tmp volume the
+// simulator cannot write its CA file; it serves anyway, and the CA comes from OVIRT_CA_URL as
+// from an Engine. An explicit --ca-out that cannot be written is still an error.
+func TestRunServesOnAReadOnlyRoot(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "does-not-exist"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:0"}, &stdout, &stderr) }()
+	g.Eventually(stdout.String).WithTimeout(10 * time.Second).Should(ContainSubstring("OVIRT_CA_URL="))
+	g.Expect(stdout.String()).NotTo(ContainSubstring("OVIRT_CA_FILE"))
+	g.Expect(stderr.String()).To(ContainSubstring("ovirtsim: no CA file"))
+	var caURL string
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, "OVIRT_CA_URL="); ok {
+			caURL = v
+		}
+	}
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // fetching the CA to trust, as curl -k does
+	resp, err := insecure.Get(caURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	pem, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(string(pem)).To(HavePrefix("-----BEGIN CERTIFICATE-----"))
+	cancel()
+	g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+
+	err = run(context.Background(), []string{"--listen", "127.0.0.1:0", "--ca-out", filepath.Join(t.TempDir(), "no", "such", "ca.pem")}, io.Discard, io.Discard)
+	g.Expect(err).To(MatchError(ContainSubstring("writing the CA file")))
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
