@@ -220,6 +220,7 @@ func managerOptions(opts *Options, scheme *runtime.Scheme, log logr.Logger) (ctr
 		Cache:                         cacheOpts,
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.ProfilerAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,

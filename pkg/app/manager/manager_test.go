@@ -100,10 +100,11 @@ func TestManagerOptions(t *testing.T) {
 		wantTimeout    time.Duration
 		wantMinVersion uint16
 		wantSuites     []uint16
+		wantPprof      string
 	}{
-		{"Cluster API's defaults: a one-minute reconcile timeout, TLS 1.2", nil, time.Minute, tls.VersionTLS12, nil},
-		{"the flags", []string{"--reconcile-timeout=90s", "--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
-			90 * time.Second, tls.VersionTLS13, []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}},
+		{"Cluster API's defaults: a one-minute reconcile timeout, TLS 1.2, no profiler", nil, time.Minute, tls.VersionTLS12, nil, ""},
+		{"the flags", []string{"--reconcile-timeout=90s", "--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "--profiler-address=localhost:6060"},
+			90 * time.Second, tls.VersionTLS13, []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}, "localhost:6060"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +114,7 @@ func TestManagerOptions(t *testing.T) {
 			g.Expect(o.Controller.ReconciliationTimeout).To(Equal(tt.wantTimeout))
 			g.Expect(o.Controller.RecoverPanic).To(Equal(ptr.To(true)))
 			g.Expect(o.Metrics.SecureServing).To(BeTrue())
+			g.Expect(o.PprofBindAddress).To(Equal(tt.wantPprof))
 			cfg := &tls.Config{}
 			for _, f := range o.Metrics.TLSOpts {
 				f(cfg)

@@ -37,6 +37,8 @@ type Common struct {
 	MetricsCertDir string
 	// HealthProbeBindAddress is where /healthz and /readyz are served over HTTP.
 	HealthProbeBindAddress string
+	// ProfilerAddress is where net/http/pprof is served; empty disables it.
+	ProfilerAddress string
 	// FeatureGates is the raw --feature-gates value.
 	FeatureGates featuregates.Flag
 	// Debug raises the log verbosity to DebugVerbosity.
@@ -70,6 +72,8 @@ func (c *Common) AddFlags(fs *pflag.FlagSet, defaultMetrics, defaultHealth strin
 		"Directory with tls.crt and tls.key for the metrics endpoint, e.g. a mounted cert-manager Secret (renewed certificates are picked up). Empty: a self-signed certificate made at start.")
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", defaultHealth,
 		"Address of the HTTP /healthz and /readyz endpoints.")
+	fs.StringVar(&c.ProfilerAddress, "profiler-address", "",
+		"Address of Go's pprof endpoints (/debug/pprof/: heap, CPU, goroutines), e.g. localhost:6060, reached with kubectl port-forward. Unauthenticated: never bind it to a Service. Empty disables it.")
 	fs.Var(&c.FeatureGates, "feature-gates", featuregates.Usage())
 
 	logsv1.SetRecommendedLoggingConfiguration(&c.Logs)

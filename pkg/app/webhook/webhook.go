@@ -83,6 +83,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		},
 		Metrics:                metrics,
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		PprofBindAddress:       opts.ProfilerAddress,
 		LeaderElection:         false,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Port:     opts.Port,
