@@ -105,7 +105,10 @@ type Runner struct {
 	// QPS and Burst are the manager's oVirt rate limit (its defaults unless set).
 	QPS   float64
 	Burst int
-	token string
+	// ProfileDir, when set, receives heap profiles of each scenario's manager (all Ready, and
+	// after the steady window), taken through its --profiler-address.
+	ProfileDir string
+	token      string
 }
 
 const (
@@ -136,6 +139,17 @@ func (r *Runner) Setup(ctx context.Context) error {
 	return nil
 }
 
+// saveHeap saves a heap profile if profiling is on; a failure is reported, not fatal.
+func (r *Runner) saveHeap(ctx context.Context, p *profiler, moment string) {
+	path, err := p.heap(ctx, moment)
+	switch {
+	case err != nil:
+		r.say("   heap profile (%s) failed: %v", moment, err)
+	case path != "":
+		r.say("   heap profile (%s): %s", moment, path)
+	}
+}
+
 func (r *Runner) say(format string, args ...any) {
 	fmt.Fprintf(r.Out, format+"\n", args...)
 }
@@ -157,6 +171,11 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 		"--sync-period=" + sc.SyncPeriod.String(), "--provider-check-interval=" + sc.ProviderCheck.String(),
 		"--vm-shutdown-timeout=30s",
 	}, sc.ManagerArgs...)
+	prof, err := newProfiler(r.ProfileDir, sc.Name)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, prof.args()...)
 	mgr, metricsAddr, err := r.Stack.StartManager(ctx, "manager-"+sc.Name, args)
 	if err != nil {
 		return nil, err
@@ -203,6 +222,7 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 		res.AllReady.Seconds()/res.LowerBound.Seconds(), res.Percentile(50).Round(time.Millisecond),
 		res.Percentile(95).Round(time.Millisecond), res.CreateCallsPerMachine(), res.Logins)
 	r.say("   oVirt calls per machine by endpoint: %s", formatCalls(res.CreateCalls))
+	r.saveHeap(ctx, prof, "ready")
 
 	// Steady state: nothing changes; count what the manager still asks oVirt.
 	if sc.Steady > 0 {
@@ -227,6 +247,7 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 		res.SteadyProviderChecks = checks
 		r.say("   steady state over %s: %.1f calls per machine per hour, %.2f VM reads per machine per sync period, %d provider checks",
 			sc.Steady, res.SteadyPerMachineHour, res.SteadyVMReads, checks)
+		r.saveHeap(ctx, prof, "steady")
 	}
 
 	// Deletion of everything.

@@ -60,6 +60,8 @@ type Options struct {
 	// WebhookClients is the number of concurrent clients of the admission load test (default 4:
 	// twice the cores of the reference machine, which also runs the load generator).
 	WebhookClients int
+	// ProfileDir, when set, receives the heap profiles of every scenario's manager (see Runner).
+	ProfileDir string
 }
 
 // RunAll starts the stack (without Cluster API's controllers: the bench creates Machines
@@ -78,7 +80,7 @@ func RunAll(ctx context.Context, scenarios []Scenario, opts Options) (*Report, e
 		return nil, err
 	}
 	defer stack.Stop()
-	r := &Runner{Stack: stack, Out: opts.Out}
+	r := &Runner{Stack: stack, Out: opts.Out, ProfileDir: opts.ProfileDir}
 	if err := r.Setup(ctx); err != nil {
 		return nil, err
 	}

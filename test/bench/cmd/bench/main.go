@@ -31,6 +31,7 @@ func main() {
 	webhookClients := flag.Int("webhook-clients", 4, "Concurrent clients of the admission load test.")
 	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running (a relative path is relative to the repository, e.g. docs/bench/results.json).")
 	only := flag.String("run", "", "Run only the scenarios whose name matches this regular expression (e.g. n100-c10$); the results are printed, docs are not rewritten.")
+	profileDir := flag.String("profile-dir", "", "Save heap profiles of each scenario's manager (all Ready, and after the steady window) in this directory, for go tool pprof (empty: none).")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the bench prints its own progress.
 	ctrllog.SetLogger(logr.Discard())
@@ -41,7 +42,7 @@ func main() {
 		// A partial run must not replace the full report.
 		*doc = ""
 	}
-	opts := bench.Options{Out: os.Stdout, WebhookRequests: *webhookRequests, WebhookClients: *webhookClients}
+	opts := bench.Options{Out: os.Stdout, WebhookRequests: *webhookRequests, WebhookClients: *webhookClients, ProfileDir: *profileDir}
 	if err := run(ctx, *set, *only, *doc, *charts, *workDir, *from, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
