@@ -7,7 +7,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/capov/capov/test/envtest"
@@ -25,10 +24,7 @@ func TestTheMainChartRefusesAClusterWithoutClusterAPI(t *testing.T) {
 	e, err := envtest.Start(ctx, envtest.Options{WithoutCAPICRDs: true, WithoutOurCRDs: true, WithCertManagerCRDs: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = e.Stop() })
-	w := &warnings{}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.WarningHandlerWithContext = w
-	h := &helmInstaller{t: t, cfg: cfg, warnings: w}
+	h := newHelmInstaller(t, e.Config)
 	g.Expect(ensureOperatorNamespace(ctx, e.Client)).To(Succeed())
 
 	_, err = h.install(crdsRelease, "capov-crds", nil)

@@ -89,6 +89,14 @@ type helmInstaller struct {
 	warnings *warnings
 }
 
+// newHelmInstaller runs Helm actions against cfg's API server and collects its warnings.
+func newHelmInstaller(t *testing.T, cfg *rest.Config) *helmInstaller {
+	w := &warnings{}
+	c := rest.CopyConfig(cfg)
+	c.WarningHandlerWithContext = w
+	return &helmInstaller{t: t, cfg: c, warnings: w}
+}
+
 func (h *helmInstaller) config() *action.Configuration {
 	h.t.Helper()
 	ac := &action.Configuration{}
@@ -168,10 +176,8 @@ func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := e.Client
-	w := &warnings{}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.WarningHandlerWithContext = w
-	h := &helmInstaller{t: t, cfg: cfg, warnings: w}
+	h := newHelmInstaller(t, e.Config)
+	w := h.warnings
 
 	// The operator namespace warns about anything short of the restricted Pod Security Standard.
 	g := NewWithT(t)
@@ -294,7 +300,7 @@ func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 	ok = ok && t.Run("the Pod Security warning check would catch a violation", func(t *testing.T) {
 		// The control for the previous step: a Deployment without a security context warns.
 		g := NewWithT(t)
-		wc, err := client.New(cfg, client.Options{Scheme: e.Scheme})
+		wc, err := client.New(h.cfg, client.Options{Scheme: e.Scheme})
 		g.Expect(err).NotTo(HaveOccurred())
 		d := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "insecure", Namespace: namespace},

@@ -86,10 +86,8 @@ func TestSecretSourceInstallsWithoutCertManagerInARealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := e.Client
-	w := &warnings{}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.WarningHandlerWithContext = w
-	h := &helmInstaller{t: t, cfg: cfg, warnings: w}
+	h := newHelmInstaller(t, e.Config)
+	w := h.warnings
 	g := NewWithT(t)
 	g.Expect(ensureOperatorNamespace(ctx, c)).To(Succeed())
 

@@ -36,3 +36,34 @@ func TestServingCertificateVerifiesAgainstItsCA(t *testing.T) {
 		t.Error("no DNS name must be refused")
 	}
 }
+
+func TestClientCertificatesAuthenticateAgainstTheCA(t *testing.T) {
+	ca, err := NewAuthority("client CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ca.Issue(Request{CommonName: "admin", Organizations: []string{"system:masters"}, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	block, _ := pem.Decode(p.CertPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("client auth: %v", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("a client certificate must not serve")
+	}
+	if got := cert.Subject.Organization; len(got) != 1 || got[0] != "system:masters" {
+		t.Errorf("organizations: %v", got)
+	}
+	if _, err := tls.X509KeyPair(ca.CertPEM, ca.KeyPEM); err != nil {
+		t.Errorf("the CA's key does not match its certificate: %v", err)
+	}
+}
+

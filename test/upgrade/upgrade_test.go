@@ -368,77 +368,81 @@ func pointConversionAtTheLocalWebhook(ctx context.Context, g Gomega, c client.Cl
 func useChartWebhooks(ctx context.Context, g Gomega, c client.Client, stack *harness.Stack) (restore func()) {
 	ca := stack.Mgmt.Env.WebhookInstallOptions.LocalServingCAData
 	saved := map[string]admissionregistrationv1.WebhookClientConfig{}
-	local := func(cfg string, name string, cc *admissionregistrationv1.WebhookClientConfig) {
-		if cc.Service == nil {
-			return
+	kinds := map[string]int{}
+	for _, cfg := range chartWebhookConfigurations(ctx, g, c) {
+		kinds[fmt.Sprintf("%T", cfg)]++
+		for name, cc := range webhookClientConfigs(cfg) {
+			if cc.Service == nil {
+				continue
+			}
+			saved[webhookKey(cfg, name)] = *cc.DeepCopy()
+			url := "https://" + stack.WebhookAddr
+			if cc.Service.Path != nil {
+				url += *cc.Service.Path
+			}
+			cc.Service, cc.URL, cc.CABundle = nil, &url, ca
 		}
-		saved[cfg+"/"+name] = *cc.DeepCopy()
-		url := "https://" + stack.WebhookAddr
-		if cc.Service.Path != nil {
-			url += *cc.Service.Path
-		}
-		cc.Service, cc.URL, cc.CABundle = nil, &url, ca
+		g.Expect(c.Update(ctx, cfg)).To(Succeed())
 	}
-	fromChart := func(o client.Object) bool {
+	g.Expect(kinds).To(Equal(map[string]int{
+		"*v1.MutatingWebhookConfiguration": 1, "*v1.ValidatingWebhookConfiguration": 1,
+	}), "the capov chart installs one mutating and one validating configuration")
+	g.Expect(saved).NotTo(BeEmpty(), "the chart's webhooks call the webhook Service")
+	return func() {
+		for _, cfg := range chartWebhookConfigurations(ctx, g, c) {
+			for name, cc := range webhookClientConfigs(cfg) {
+				if orig, ok := saved[webhookKey(cfg, name)]; ok {
+					*cc = orig
+				}
+			}
+			g.Expect(c.Update(ctx, cfg)).To(Succeed())
+		}
+	}
+}
+
+// chartWebhookConfigurations lists the mutating and validating webhook configurations the
+// charts installed, and deletes the others (envtest's, of the previous binaries).
+func chartWebhookConfigurations(ctx context.Context, g Gomega, c client.Client) []client.Object {
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	g.Expect(c.List(ctx, mutating)).To(Succeed())
+	g.Expect(c.List(ctx, validating)).To(Succeed())
+	var all, out []client.Object
+	for i := range mutating.Items {
+		all = append(all, &mutating.Items[i])
+	}
+	for i := range validating.Items {
+		all = append(all, &validating.Items[i])
+	}
+	for _, o := range all {
 		if o.GetLabels()["app.kubernetes.io/managed-by"] == "Helm" {
-			return true
+			out = append(out, o)
+			continue
 		}
 		g.Expect(c.Delete(ctx, o)).To(Succeed())
-		return false
 	}
-	var mutatingNames, validatingNames []string
-	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
-	g.Expect(c.List(ctx, mutating)).To(Succeed())
-	for i := range mutating.Items {
-		cfg := &mutating.Items[i]
-		if !fromChart(cfg) {
-			continue
-		}
-		mutatingNames = append(mutatingNames, cfg.Name)
+	return out
+}
+
+// webhookClientConfigs returns the client configuration of each webhook of a mutating or
+// validating webhook configuration, by webhook name, for changing in place.
+func webhookClientConfigs(o client.Object) map[string]*admissionregistrationv1.WebhookClientConfig {
+	out := map[string]*admissionregistrationv1.WebhookClientConfig{}
+	switch cfg := o.(type) {
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
 		for j := range cfg.Webhooks {
-			local(cfg.Name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
+			out[cfg.Webhooks[j].Name] = &cfg.Webhooks[j].ClientConfig
 		}
-		g.Expect(c.Update(ctx, cfg)).To(Succeed())
-	}
-	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
-	g.Expect(c.List(ctx, validating)).To(Succeed())
-	for i := range validating.Items {
-		cfg := &validating.Items[i]
-		if !fromChart(cfg) {
-			continue
-		}
-		validatingNames = append(validatingNames, cfg.Name)
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for j := range cfg.Webhooks {
-			local(cfg.Name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
-		}
-		g.Expect(c.Update(ctx, cfg)).To(Succeed())
-	}
-	g.Expect(mutatingNames).To(HaveLen(1), "the capov chart installs one mutating configuration")
-	g.Expect(validatingNames).To(HaveLen(1), "the capov chart installs one validating configuration")
-	g.Expect(saved).NotTo(BeEmpty(), "the chart's webhooks call the webhook Service")
-	back := func(cfg string, name string, cc *admissionregistrationv1.WebhookClientConfig) {
-		if orig, ok := saved[cfg+"/"+name]; ok {
-			*cc = orig
+			out[cfg.Webhooks[j].Name] = &cfg.Webhooks[j].ClientConfig
 		}
 	}
-	return func() {
-		for _, name := range mutatingNames {
-			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, cfg)).To(Succeed())
-			for j := range cfg.Webhooks {
-				back(name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
-			}
-			g.Expect(c.Update(ctx, cfg)).To(Succeed())
-		}
-		for _, name := range validatingNames {
-			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, cfg)).To(Succeed())
-			for j := range cfg.Webhooks {
-				back(name, cfg.Webhooks[j].Name, &cfg.Webhooks[j].ClientConfig)
-			}
-			g.Expect(c.Update(ctx, cfg)).To(Succeed())
-		}
-	}
+	return out
+}
+
+func webhookKey(cfg client.Object, webhook string) string {
+	return fmt.Sprintf("%T/%s/%s", cfg, cfg.GetName(), webhook)
 }
 
 type testWriter struct{ t *testing.T }

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/capov/capov/test/testpki"
 )
 
 // Options configure Up.
@@ -350,51 +352,46 @@ type nodeFiles struct {
 // writeFiles generates the PKI, the kubeconfigs and the configuration files.
 func (c *Cluster) writeFiles() (nodeFiles, error) {
 	var f nodeFiles
-	ca, err := newAuthority()
+	ca, err := testpki.NewAuthority("capov-e2e-ca")
 	if err != nil {
 		return f, err
 	}
-	c.caPEM = ca.certPEM
-	caKey, err := privateKeyPEM(ca.key)
-	if err != nil {
-		return f, err
-	}
+	c.caPEM = ca.CertPEM
 	f.ca, f.caKey = filepath.Join(c.paths.pki, "ca.crt"), filepath.Join(c.paths.pki, "ca.key")
-	if err := os.WriteFile(f.ca, ca.certPEM, 0o644); err != nil {
+	if err := os.WriteFile(f.ca, ca.CertPEM, 0o644); err != nil {
 		return f, fmt.Errorf("writing %s: %w", f.ca, err)
 	}
-	if err := os.WriteFile(f.caKey, caKey, 0o600); err != nil {
+	if err := os.WriteFile(f.caKey, ca.KeyPEM, 0o600); err != nil {
 		return f, fmt.Errorf("writing %s: %w", f.caKey, err)
 	}
 	if f.saPub, f.saKey, err = writeServiceAccountKeys(c.paths.pki); err != nil {
 		return f, err
 	}
 	nodeIP := net.ParseIP(c.opts.NodeIP)
-	serving, err := ca.issue(certRequest{
-		commonName: "kube-apiserver",
-		dnsNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+	serving, err := ca.Issue(testpki.Request{
+		CommonName: "kube-apiserver",
+		DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc." + ClusterDomain, "localhost", c.opts.NodeName},
-		ips:    []net.IP{net.ParseIP(KubernetesServiceIP), nodeIP, net.IPv4(127, 0, 0, 1)},
-		server: true,
+		IPs: []net.IP{net.ParseIP(KubernetesServiceIP), nodeIP, net.IPv4(127, 0, 0, 1)},
 	})
 	if err != nil {
 		return f, err
 	}
-	if f.apiserverCert, f.apiserverKey, err = serving.write(c.paths.pki, "apiserver"); err != nil {
+	if f.apiserverCert, f.apiserverKey, err = writePair(serving, c.paths.pki, "apiserver"); err != nil {
 		return f, err
 	}
-	kubeletClient, err := ca.issue(certRequest{commonName: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}})
+	kubeletClient, err := ca.Issue(testpki.Request{CommonName: "kube-apiserver-kubelet-client", Organizations: []string{"system:masters"}, Client: true})
 	if err != nil {
 		return f, err
 	}
-	if f.kubeletClientCert, f.kubeletClientKey, err = kubeletClient.write(c.paths.pki, "apiserver-kubelet-client"); err != nil {
+	if f.kubeletClientCert, f.kubeletClientKey, err = writePair(kubeletClient, c.paths.pki, "apiserver-kubelet-client"); err != nil {
 		return f, err
 	}
-	kubeletServing, err := ca.issue(certRequest{commonName: c.opts.NodeName, dnsNames: []string{c.opts.NodeName}, ips: []net.IP{nodeIP}, server: true})
+	kubeletServing, err := ca.Issue(testpki.Request{CommonName: c.opts.NodeName, DNSNames: []string{c.opts.NodeName}, IPs: []net.IP{nodeIP}})
 	if err != nil {
 		return f, err
 	}
-	kubeletCert, kubeletKey, err := kubeletServing.write(c.paths.pki, "kubelet")
+	kubeletCert, kubeletKey, err := writePair(kubeletServing, c.paths.pki, "kubelet")
 	if err != nil {
 		return f, err
 	}
@@ -412,12 +409,12 @@ func (c *Cluster) writeFiles() (nodeFiles, error) {
 		{&f.kubeletKubeconfig, "kubelet.kubeconfig", "system:node:" + c.opts.NodeName, []string{"system:nodes"}},
 		{&f.kubeProxyKubeconfig, "kube-proxy.kubeconfig", "system:kube-proxy", nil},
 	} {
-		pair, err := ca.issue(certRequest{commonName: k.cn, orgs: k.orgs})
+		pair, err := ca.Issue(testpki.Request{CommonName: k.cn, Organizations: k.orgs, Client: true})
 		if err != nil {
 			return f, err
 		}
 		*k.path = filepath.Join(c.paths.pki, k.file)
-		if err := writeKubeconfig(*k.path, server, ca.certPEM, k.cn, pair); err != nil {
+		if err := writeKubeconfig(*k.path, server, ca.CertPEM, k.cn, pair); err != nil {
 			return f, err
 		}
 	}
