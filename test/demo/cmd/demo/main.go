@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/capov/capov/test/demo"
 )
 
@@ -20,6 +23,9 @@ func main() {
 	exitWhenReady := flag.Bool("exit-when-ready", os.Getenv("DEMO_EXIT_WHEN_READY") == "1", "Exit 0 once everything is Ready (env DEMO_EXIT_WHEN_READY=1).")
 	timeout := flag.Duration("timeout", 5*time.Minute, "How long to wait for everything to be Ready.")
 	flag.Parse()
+	// envtest logs its start through controller-runtime's global logger; the demo prints its
+	// own progress and runs every other component as a process with its own log file.
+	ctrllog.SetLogger(logr.Discard())
 	abs, err := filepath.Abs(*workDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
