@@ -35,21 +35,6 @@ func TestResolveCloneFollowsMachineThenProviderThenGate(t *testing.T) {
 	g.Expect(ResolveStorageDomain("", "")).To(BeEmpty())
 }
 
-func TestFindNodePrefersProviderIDThenSystemUUIDThenName(t *testing.T) {
-	g := NewWithT(t)
-	node := func(name, uuid, pid string) corev1.Node {
-		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		n.Status.NodeInfo.SystemUUID = uuid
-		n.Spec.ProviderID = pid
-		return n
-	}
-	nodes := []corev1.Node{node("vm-1", "other", ""), node("renamed", "ABCD-1234", ""), node("x", "", "ovirt://abcd-1234")}
-	g.Expect(findNode(nodes, "abcd-1234", "vm-1", "ovirt://abcd-1234").Name).To(Equal("x"))
-	g.Expect(findNode(nodes[:2], "abcd-1234", "vm-1", "ovirt://abcd-1234").Name).To(Equal("renamed"), "system UUIDs compare case-insensitively")
-	g.Expect(findNode(nodes[:1], "abcd-1234", "vm-1", "ovirt://abcd-1234").Name).To(Equal("vm-1"))
-	g.Expect(findNode(nil, "abcd-1234", "vm-1", "ovirt://abcd-1234")).To(BeNil())
-}
-
 func TestWaitForGrowsWithTheWaitBetweenBounds(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)

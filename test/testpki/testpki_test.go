@@ -66,4 +66,3 @@ func TestClientCertificatesAuthenticateAgainstTheCA(t *testing.T) {
 		t.Errorf("the CA's key does not match its certificate: %v", err)
 	}
 }
-

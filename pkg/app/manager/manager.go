@@ -264,7 +264,8 @@ func clusterCacheOptions(opts *Options, secretClient client.Client, userAgent st
 		SecretClient:     secretClient,
 		WatchFilterValue: opts.WatchFilter,
 		// The workload cluster's Nodes (the only kind read there) without managedFields.
-		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields()},
+		// Indexes: a machine finds its Node by providerID or system UUID without listing all.
+		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields(), Indexes: controllers.WorkloadClusterIndexes()},
 		Client: clustercache.ClientOptions{UserAgent: userAgent, QPS: opts.ClusterCacheClientQPS, Burst: opts.ClusterCacheClientBurst},
 	}
 }
