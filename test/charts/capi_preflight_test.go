@@ -2,12 +2,10 @@ package charts
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/capov/capov/test/envtest"
 )
@@ -39,12 +37,7 @@ func TestTheMainChartRefusesAClusterWithoutClusterAPI(t *testing.T) {
 	g.Expect(helmReleases(ctx, e.Client)).To(ConsistOf(HavePrefix("sh.helm.release.v1."+crdsRelease+".")),
 		"nothing of the main release is recorded")
 
-	capi, err := envtest.ModuleDir(ctx, "sigs.k8s.io/cluster-api")
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = crenvtest.InstallCRDs(e.Config, crenvtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(capi, "core", "config", "crd", "bases")}, ErrorIfPathMissing: true,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(envtest.InstallCAPICRDs(ctx, e.Config)).To(Succeed())
 	_, err = h.install(mainRelease, "capov", nil)
 	g.Expect(err).NotTo(HaveOccurred(), "with Cluster API installed the same install goes through")
 }

@@ -292,6 +292,22 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// InstallCAPICRDs installs Cluster API core's CRDs (Cluster, Machine, ...) into a running API
+// server, as `clusterctl init` does, for tests that start without them (WithoutCAPICRDs).
+func InstallCAPICRDs(ctx context.Context, cfg *rest.Config) error {
+	dir, err := ModuleDir(ctx, capiModule)
+	if err != nil {
+		return err
+	}
+	_, err = crenvtest.InstallCRDs(cfg, crenvtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(dir, "core", "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	})
+	if err != nil {
+		return fmt.Errorf("installing Cluster API's CRDs: %w", err)
+	}
+	return nil
+}
+
 // ModuleDir returns the directory of a module of the build list (downloading it if needed).
 func ModuleDir(ctx context.Context, module string) (string, error) {
 	root, err := RepoRoot()

@@ -2,13 +2,11 @@ package manager
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
-	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/capov/capov/test/envtest"
 )
@@ -35,11 +33,6 @@ func TestTheManagerNamesTheAPIsItLacks(t *testing.T) {
 	g.Expect(err).NotTo(MatchError(ContainSubstring("infrastructure.cluster.x-k8s.io")), "our CRDs are there")
 	g.Expect(time.Since(start)).To(BeNumerically("<", time.Minute), "refused before waiting for any cache")
 
-	capi, err := envtest.ModuleDir(ctx, "sigs.k8s.io/cluster-api")
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = crenvtest.InstallCRDs(env.Config, crenvtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(capi, "core", "config", "crd", "bases")}, ErrorIfPathMissing: true,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(envtest.InstallCAPICRDs(ctx, env.Config)).To(Succeed())
 	g.Eventually(func() error { return checkRequiredAPIs(ctx, env.Config) }).WithTimeout(time.Minute).Should(Succeed())
 }

@@ -201,10 +201,7 @@ func (e *e2e) installCharts(t *testing.T) {
 	g := NewWithT(t)
 	// Cluster API's core CRDs come first, as `clusterctl init` installs them: the manager
 	// watches Clusters and Machines.
-	capiDir, err := envtest.ModuleDir(e.ctx, "sigs.k8s.io/cluster-api")
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = crenvtest.InstallCRDs(e.cfg, crenvtest.CRDInstallOptions{Paths: []string{filepath.Join(capiDir, "core", "config", "crd", "bases")}, ErrorIfPathMissing: true})
-	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(envtest.InstallCAPICRDs(e.ctx, e.cfg)).To(Succeed())
 	out, err := e.helmRun("install", "capov", filepath.Join(e.root, "charts", "capov"), "-n", ns)
 	g.Expect(err).To(HaveOccurred(), "capov before capov-crds must fail")
 	g.Expect(out).To(ContainSubstring("CAPOV CRDs are not installed"), "the preflight names the missing chart")
