@@ -251,20 +251,32 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	machine, err := util.GetOwnerMachine(ctx, r.Client, om.ObjectMeta)
 	if err != nil {
-		return ctrl.Result{}, err
+		if !apierrors.IsNotFound(err) || om.DeletionTimestamp.IsZero() {
+			return ctrl.Result{}, err
+		}
+		// Being deleted and the owner Machine is already gone (deleted with --cascade=orphan,
+		// or its finalizer removed by hand): nothing else will ever delete the VM, and waiting
+		// for the Machine would keep the finalizer forever. Delete it as usual.
+		log.Info("The owner Machine is gone; deleting the VM all the same")
+		machine = nil
 	}
 	if machine == nil && om.DeletionTimestamp.IsZero() {
 		log.V(2).Info("Waiting for the Machine controller to set the owner reference")
 		return ctrl.Result{}, nil
 	}
 	var cluster *clusterv1.Cluster
-	if machine != nil {
+	switch {
+	case machine != nil:
 		log = log.WithValues("Machine", klog.KObj(machine))
 		cluster, err = util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
 		if err != nil && om.DeletionTimestamp.IsZero() {
 			log.Info("Waiting for the Machine's Cluster", "reason", err.Error())
 			return ctrl.Result{}, nil
 		}
+	default:
+		// Deleting without a Machine: the Cluster's pause still holds, found by the object's own
+		// cluster-name label; without one (or without the Cluster) nothing pauses the deletion.
+		cluster, _ = util.GetClusterFromMetadata(ctx, r.Client, om.ObjectMeta)
 	}
 	if cluster != nil {
 		log = log.WithValues("Cluster", klog.KObj(cluster))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -180,6 +181,31 @@ func TestDeletionIsBlockedByACSIDiskUntilItIsDetached(t *testing.T) {
 	_, ok = sim.VM(vm.ID)
 	g.Expect(ok).To(BeFalse())
 	g.Expect(strings.Join(diskAliases(sim.Dump()), ",")).To(ContainSubstring("pvc-"), "the detached CSI disk survives")
+}
+
+// TestDeletionRunsWhenTheOwnerMachineIsGone: a Machine whose finalizer was removed by hand is
+// gone at once, and the garbage collector then deletes its OVirtMachine (envtest runs no
+// garbage collector: the test deletes it). Deleting that object must still remove the VM and
+// drop the finalizer; before, the reconcile failed on the missing Machine forever and the VM
+// and the object stayed.
+func TestDeletionRunsWhenTheOwnerMachineIsGone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	m, om := tc.newMachine(t, vmSpec(), ignitionConfig)
+	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
+
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+	m.Finalizers = nil
+	g.Expect(k8s.Update(ctx, m)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, m)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}))
+	}, timeout, interval).Should(BeTrue(), "the Machine is gone")
+
+	deleteAndWait(t, om)
+	_, ok := sim.VM(vm.ID)
+	g.Expect(ok).To(BeFalse(), "the VM of the orphaned OVirtMachine is removed")
 }
 
 func diskAliases(st ovirtsim.State) []string {

@@ -488,7 +488,10 @@ func (e *e2e) metrics(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	pool := x509.NewCertPool()
 	g.Expect(pool.AppendCertsFromPEM(ca)).To(BeTrue())
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+	// A new connection per request: the Service balances connections over both manager pods,
+	// and only the leader has reconciled anything (the standby's registry has no capov_ series
+	// yet). Prometheus scrapes every pod; this check only needs to reach the leader once.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{
 		RootCAs: pool, ServerName: metricsSvc + "." + ns + ".svc", MinVersion: tls.VersionTLS12}}}
 	url := fmt.Sprintf("https://%s/metrics", net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port)))
 	get := func(g Gomega, bearer string) (int, string) {
@@ -507,7 +510,7 @@ func (e *e2e) metrics(t *testing.T) {
 		code, body := get(g, strings.TrimSpace(token))
 		g.Expect(code).To(Equal(http.StatusOK), body)
 		g.Expect(body).To(ContainSubstring("capov_"), "CAPOV's own metrics")
-	}).WithTimeout(time.Minute).Should(Succeed())
+	}).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 	code, _ := get(g, "")
 	g.Expect(code).To(Equal(http.StatusUnauthorized), "no token, no metrics")
 	code, _ = get(g, "not-a-token")
