@@ -78,6 +78,7 @@ type e2e struct {
 	tag      string
 	simCA    []byte
 	simIP    string
+	simHTTP  *http.Client // one client, so that polling reuses its connections
 	wl       *crenvtest.Environment // the workload cluster's API server
 	wlClient client.Client
 	vars     map[string]string // the docs/examples variables
@@ -316,8 +317,11 @@ func (e *e2e) provider(t *testing.T) {
 					Args: []string{"--listen=0.0.0.0:8443", "--cert-host=ovirtsim." + simNS + ".svc", "--cert-host=ovirtsim." + simNS + ".svc.cluster.local",
 						"--boot-delay=2s"},
 					Ports: []corev1.ContainerPort{{ContainerPort: 8443, Name: "https"}},
+					// Generous: a probe that times out on a busy node while the charts roll would take
+					// the Service's endpoint away (kube-proxy then rejects: "no route to host").
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-						Path: "/ovirt-engine/services/pki-resource?resource=ca-certificate&format=X509-PEM-CA", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}},
+						Path: "/ovirt-engine/services/pki-resource?resource=ca-certificate&format=X509-PEM-CA", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}},
+						TimeoutSeconds: 5, PeriodSeconds: 5, FailureThreshold: 6},
 				}), // a read-only root and no /tmp volume: the simulator serves its CA, writes no file
 			},
 		},
@@ -339,6 +343,10 @@ func (e *e2e) provider(t *testing.T) {
 		e.simCA, err = io.ReadAll(resp.Body)
 		g.Expect(err).NotTo(HaveOccurred())
 	}).WithTimeout(2*time.Minute).Should(Succeed(), "the simulator pod answers through its Service: %s", e.podSummary())
+	pool := x509.NewCertPool()
+	g.Expect(pool.AppendCertsFromPEM(e.simCA)).To(BeTrue(), "the simulator's CA")
+	e.simHTTP = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: pool, ServerName: "ovirtsim." + simNS + ".svc", MinVersion: tls.VersionTLS12}}}
 
 	seed := ovirtsim.DemoSeed()
 	user, pass := seed.Username, seed.Password
@@ -655,12 +663,10 @@ func (e *e2e) simGet(g Gomega, path string, out any) {
 }
 
 func (e *e2e) simGetErr(path string, out any) error {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(e.simCA) {
-		return fmt.Errorf("no CA of the simulator")
+	hc := e.simHTTP
+	if hc == nil {
+		return fmt.Errorf("the simulator's CA is not known yet")
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: pool, ServerName: "ovirtsim." + simNS + ".svc", MinVersion: tls.VersionTLS12}}}
 	req, err := http.NewRequestWithContext(e.ctx, http.MethodGet, "https://"+net.JoinHostPort(e.simIP, "443")+path, nil)
 	if err != nil {
 		return err
