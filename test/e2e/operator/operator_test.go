@@ -78,7 +78,7 @@ type e2e struct {
 	tag      string
 	simCA    []byte
 	simIP    string
-	simHTTP  *http.Client // one client, so that polling reuses its connections
+	simHTTP  *http.Client           // one client, so that polling reuses its connections
 	wl       *crenvtest.Environment // the workload cluster's API server
 	wlClient client.Client
 	vars     map[string]string // the docs/examples variables
