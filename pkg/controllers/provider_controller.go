@@ -97,7 +97,6 @@ func (t *checkTracker) record(provider, fingerprint string, now time.Time) {
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders/status,verbs=get;patch;update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
