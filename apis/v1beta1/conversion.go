@@ -18,6 +18,7 @@ import (
 //   - status.v1beta2.conditions <-> status.conditions;
 //   - status.failureReason/failureMessage <-> status.deprecated.v1beta1;
 //   - OVirtProvider status.ready <-> status.deprecated.v1beta1.ready;
+//   - OVirtProvider spec.allowedNamespaces (v1beta2 only: dropped here, kept by the webhook);
 //   - the Cluster API types of v1beta1 (local copies) <-> Cluster API's v1beta2 types.
 //
 // What v1beta1 cannot express (provisioned *false, providerID "") is restored by the conversion
@@ -92,9 +93,17 @@ func Convert_v1beta2_OVirtClusterStatus_To_v1beta1_OVirtClusterStatus(in *v1beta
 	return nil
 }
 
+// Convert_v1beta2_OVirtProviderSpec_To_v1beta1_OVirtProviderSpec converts the provider spec.
+// spec.allowedNamespaces has no v1beta1 field: the conversion webhook keeps it in the
+// conversion-data annotation of the v1beta1 object (pkg/webhooks/conversion).
+func Convert_v1beta2_OVirtProviderSpec_To_v1beta1_OVirtProviderSpec(in *v1beta2.OVirtProviderSpec, out *OVirtProviderSpec, s apimachineryconversion.Scope) error {
+	return autoConvert_v1beta2_OVirtProviderSpec_To_v1beta1_OVirtProviderSpec(in, out, s)
+}
+
 // Convert_v1beta1_OVirtProviderStatus_To_v1beta2_OVirtProviderStatus converts the provider
-// status. OVirtProviders carry no conversion-data annotation (their spec may hold large CA
-// bundles and a password), so this conversion is lossless on its own.
+// status. The status round trip is lossless on its own: an OVirtProvider's conversion-data
+// annotation, when it has one, holds only spec.allowedNamespaces (never its password or CA
+// bundles).
 func Convert_v1beta1_OVirtProviderStatus_To_v1beta2_OVirtProviderStatus(in *OVirtProviderStatus, out *v1beta2.OVirtProviderStatus, s apimachineryconversion.Scope) error {
 	if err := autoConvert_v1beta1_OVirtProviderStatus_To_v1beta2_OVirtProviderStatus(in, out, s); err != nil {
 		return err

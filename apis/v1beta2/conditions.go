@@ -160,6 +160,33 @@ const (
 	VMDeletingReason = "VMDeleting"
 	// VMDeleteFailedReason: oVirt refused to remove the VM.
 	VMDeleteFailedReason = "VMDeleteFailed"
+	// VMNotStoppingReason: the VM is still not down after several stop requests; CAPOV keeps
+	// asking, less and less often (docs/operations.md, "Deletion").
+	VMNotStoppingReason = "VMNotStopping"
+	// SystemDisksUnknownReason: systemDiskIDs was never recorded (status lost) and CAPOV cannot
+	// tell which of the VM's disks came from the template; it does not remove the VM.
+	SystemDisksUnknownReason = "SystemDisksUnknown"
+)
+
+// Reasons of several steps that guard writes to a VM (MachineCreated, MachineDeleted).
+const (
+	// VMNotOwnedReason: the VM named by spec.providerID does not carry this OVirtMachine's
+	// owner marker (namespace/name) in its comment. CAPOV writes nothing to it and keeps the
+	// finalizer until a human decides (docs/operations.md, "A VM that is not ours").
+	VMNotOwnedReason = "VMNotOwned"
+	// EngineChangedReason: oVirt does not know the machine's VM, but the Engine that answers is
+	// not the one on which the VM was found (another product_info.instance_id): the
+	// OVirtProvider was pointed at another Engine. The VM is not taken for deleted.
+	EngineChangedReason = "EngineChanged"
+	// NamespaceNotAllowedReason (CanConnectToOVirt, MachineDeleted): the OVirtProvider's
+	// spec.allowedNamespaces does not allow the machine's namespace; nothing is done in oVirt.
+	NamespaceNotAllowedReason = "NamespaceNotAllowed"
+	// InvalidProviderIDReason: spec.providerID is not ovirt://<uuid>; CAPOV does not act on it
+	// (a deletion looks the VM up by name and full owner marker instead).
+	InvalidProviderIDReason = "InvalidProviderID"
+	// VMLockedTooLongReason: oVirt has kept the VM image_locked for longer than CAPOV expects;
+	// CAPOV polls less often and keeps waiting.
+	VMLockedTooLongReason = "VMLockedTooLong"
 )
 
 // Reasons shared by several conditions.

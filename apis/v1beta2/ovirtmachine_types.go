@@ -214,6 +214,26 @@ type OVirtMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	SystemDiskIDs []string `json:"systemDiskIDs,omitempty"`
 
+	// systemDisksPending is true from the creation of the VM (or its adoption by owner marker
+	// before its first boot) until its disks are recorded in systemDiskIDs. Disks are recorded
+	// only then: a VM first seen after a status loss (clusterctl move, a backup restore) never
+	// gets an out-of-band (CSI) disk recorded as a system disk.
+	// +optional
+	SystemDisksPending *bool `json:"systemDisksPending,omitempty"`
+
+	// bootstrapDataCleared is true once the bootstrap data (join token, for control planes CA
+	// keys) was removed from the VM's initialization.custom_script in oVirt, after the Node
+	// registered; the manager's --keep-bootstrap-data leaves it there.
+	// +optional
+	BootstrapDataCleared *bool `json:"bootstrapDataCleared,omitempty"`
+
+	// engineInstanceID is the product_info.instance_id of the oVirt Engine on which the VM
+	// was found. A VM that another Engine does not know is not taken for deleted: the
+	// OVirtProvider may have been pointed at a different Engine.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	EngineInstanceID string `json:"engineInstanceID,omitempty"`
+
 	// diskClone is the clone mode resolved and sent to oVirt when the VM was created.
 	// +optional
 	DiskClone *bool `json:"diskClone,omitempty"`

@@ -8,7 +8,9 @@ import (
 // OVirtProviderSpec holds the connection parameters of one oVirt Engine.
 type OVirtProviderSpec struct {
 	// engine is the URL of the oVirt Engine REST API, for example
-	// "https://ovirt.example.com/ovirt-engine/api" (no trailing slash).
+	// "https://ovirt.example.com/ovirt-engine/api" (no trailing slash). It must be https: an
+	// http URL would carry the oVirt password in clear text and is refused, also with
+	// tls.insecure.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
@@ -52,11 +54,42 @@ type OVirtProviderSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
 	StorageDomainName string `json:"storagedomainname,omitempty"`
+
+	// allowedNamespaces limits the namespaces whose OVirtMachines and OVirtMachineTemplates may
+	// use this provider. Without it, or when it sets neither a non-empty list nor a selector,
+	// every namespace may (the behaviour of providers created before the field existed). When
+	// both list and selector are set, a namespace is allowed if it is in the list OR its labels
+	// match the selector. Admission refuses OVirtMachines and OVirtMachineTemplates naming this
+	// provider in any other namespace, and the manager does not act on such machines. This
+	// field exists only in v1beta2; a v1beta1 client keeps it through the
+	// cluster.x-k8s.io/conversion-data annotation.
+	// +optional
+	AllowedNamespaces *OVirtProviderAllowedNamespaces `json:"allowedNamespaces,omitempty"`
+}
+
+// OVirtProviderAllowedNamespaces selects the namespaces that may use an OVirtProvider: those
+// named in list, and those whose labels match selector (the union of both).
+type OVirtProviderAllowedNamespaces struct {
+	// list names the namespaces that may use the provider, for example ["team-a", "team-b"].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	List []string `json:"list,omitempty"`
+
+	// selector selects the namespaces that may use the provider by their labels, for example
+	// {matchLabels: {capov.infrastructure.cluster.x-k8s.io/ovirt-prod: "true"}}. An empty selector
+	// ({}) matches every namespace.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
 // OVirtProviderTLS selects one of three ways to verify the oVirt Engine certificate.
 type OVirtProviderTLS struct {
-	// insecure disables certificate verification. For development and diagnosis only.
+	// insecure disables certificate verification. For development and diagnosis only: anyone on
+	// the network path could pose as the Engine and receive the password. Admission warns about
+	// it, and the provider reports TLSVerified=False with reason InsecureSkipVerify.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
 
@@ -76,7 +109,8 @@ type OVirtProviderTLS struct {
 // OVirtProviderStatus is the observed state of an OVirtProvider.
 type OVirtProviderStatus struct {
 	// conditions describe the connection to the Engine: CanConnectToOVirt (its reason says why
-	// the Engine cannot be used) and the Ready summary.
+	// the Engine cannot be used) and the Ready summary; TLSVerified (whether the Engine
+	// certificate is verified) and, during a deletion that waits, Deleting.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -143,7 +143,11 @@ func TestOwnerMarkerIdentifiesTheMachine(t *testing.T) {
 	other := om.DeepCopy()
 	other.UID = "5678"
 	g.Expect(ownedBy(vm, other)).To(BeFalse())
-	g.Expect(vmIDOf(&infrav1.OVirtMachine{Spec: infrav1.OVirtMachineSpec{ProviderID: "ovirt://abc"}})).To(Equal("abc"))
+	const id = "0f6c1c8e-3b1a-4c2e-9d7f-2a5b8c9d0e1f"
+	g.Expect(vmIDOf(&infrav1.OVirtMachine{Spec: infrav1.OVirtMachineSpec{ProviderID: "ovirt://" + id}})).To(Equal(id))
+	bad := &infrav1.OVirtMachine{Spec: infrav1.OVirtMachineSpec{ProviderID: "ovirt://../../disks/abc"}}
+	g.Expect(vmIDOf(bad)).To(BeEmpty(), "only a UUID is ever used as an id")
+	g.Expect(invalidProviderID(bad)).To(ContainSubstring("spec.providerID"))
 }
 
 func TestReadTrackerExpires(t *testing.T) {
@@ -251,5 +255,6 @@ func TestMirrorConditionsFollowsTheV1Beta1RecordAndLeavesPausedAlone(t *testing.
 		g.Expect(c.Message).To(Equal("x509: unknown authority"), typ)
 		g.Expect(c.ObservedGeneration).To(BeEquivalentTo(3), typ)
 	}
-	g.Expect(ownedTypes(ownedProviderConditions)).To(ConsistOf(infrav1.ReadyCondition, infrav1.CanConnectToOVirtCondition))
+	g.Expect(ownedTypes(ownedProviderConditions)).To(ConsistOf(infrav1.ReadyCondition, infrav1.CanConnectToOVirtCondition,
+		infrav1.TLSVerifiedCondition, infrav1.DeletingCondition))
 }

@@ -79,6 +79,9 @@ type Intervals struct {
 	// VMRefresh is the minimum time between two reads of the VM of a Ready machine: reconciles
 	// triggered by Machine or Node updates in between use the last observation.
 	VMRefresh time.Duration
+	// LockedPatience is how long a VM may stay image_locked before the condition says
+	// VMLockedTooLong and the VM is read less often (0: never).
+	LockedPatience time.Duration
 }
 
 // DefaultIntervals are the production defaults.
@@ -86,6 +89,7 @@ func DefaultIntervals() Intervals {
 	return Intervals{
 		VMPoll: 10 * time.Second, NodePoll: 15 * time.Second, Retry: time.Minute,
 		NonSystemDiskRetry: time.Minute, ShutdownTimeout: 5 * time.Minute, VMRefresh: 10 * time.Minute,
+		LockedPatience: 30 * time.Minute,
 	}
 }
 
@@ -106,6 +110,9 @@ type OVirtMachineReconciler struct {
 	Gates featuregates.Gates
 	// Intervals are the waits of the lifecycle.
 	Intervals Intervals
+	// KeepBootstrapData leaves the bootstrap data in the VM's initialization.custom_script in
+	// oVirt after the Node registered (by default it is cleared then).
+	KeepBootstrapData bool
 	// WatchFilterValue limits reconciliation to labelled objects.
 	WatchFilterValue string
 	// Now returns the time; tests may fix it.
@@ -120,6 +127,7 @@ type OVirtMachineReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // SetupWithManager registers the reconciler and its watches: Machines (bootstrap data,
 // deletion), Clusters (pause, infrastructure provisioned), OVirtProviders (a provider that is

@@ -206,6 +206,9 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		}
 	}
 
+	if err := r.persistCreateRequested(ctx, om, vmName); err != nil {
+		return stop(ctrl.Result{}, err)
+	}
 	vm, err := s.ovirt.CreateVM(ctx, spec)
 	if err != nil {
 		switch {
@@ -225,6 +228,9 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	om.Status.VMName = vmName
 	om.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	om.Status.DiskClone = ptr.To(clone)
+	om.Status.SystemDiskIDs = nil
+	om.Status.SystemDisksPending = ptr.To(true)
+	r.recordEngine(ctx, s)
 	s.vm = vm
 	s.log.Info("Created VM", "vmID", vm.ID, "vmName", vmName, "template", tpl.Name, "clone", clone)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,11 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
 	}
 	s.provider = p
+	if ok, err := r.namespaceAllowed(ctx, s, p, infrav1.MachineDeletedCondition); err != nil || !ok {
+		// Not even a deletion: in a namespace the provider refuses, spec.providerID and the
+		// owner marker are the only proof, and the provider's owner decided against it.
+		return r.retryLater(), err
+	}
 	cl, _, err := r.Connector.Connect(ctx, p)
 	if err != nil {
 		problem := Classify(err)
@@ -83,17 +89,22 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	vm, err := cl.GetVM(ctx, id)
 	if err != nil {
 		if errors.Is(err, ovirt.ErrNotFound) {
-			return r.finishDelete(s)
+			return r.vmNotFoundOnDelete(ctx, s, id)
 		}
 		return ctrl.Result{}, fmt.Errorf("reading VM %s: %w", id, err)
 	}
 	s.vm = vm
+	// Nothing is written to a VM that does not prove it is this object's (spec.providerID may
+	// name anybody's VM); the finalizer stays until a human decides.
+	if ok, err := r.proveOwnership(ctx, s, vm, infrav1.MachineDeletedCondition, false); err != nil || !ok {
+		return r.retryLater(), err
+	}
+	r.recordEngine(ctx, s)
 
 	switch vm.Status {
 	case ovirt.VMStatusDown:
 	case ovirt.VMStatusImageLocked:
-		deleted(infrav1.VMDeletingReason, clusterv1.ConditionSeverityInfo, "waiting for oVirt to unlock VM %s", vm.ID)
-		return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
+		return r.waitLocked(s, infrav1.MachineDeletedCondition, infrav1.VMDeletingReason, "waiting for oVirt to unlock VM %s", vm.ID), nil
 	default:
 		return r.powerOff(ctx, s)
 	}
@@ -104,7 +115,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	attached, err := cl.ListDiskAttachments(ctx, vm.ID)
 	if err != nil {
 		if errors.Is(err, ovirt.ErrNotFound) {
-			return r.finishDelete(s)
+			return r.vmNotFoundOnDelete(ctx, s, vm.ID)
 		}
 		deleted(infrav1.VMDeleteFailedReason, clusterv1.ConditionSeverityWarning,
 			"not removing VM %s: cannot confirm which disks are attached to it (%v); retrying", vm.ID, err)
@@ -112,6 +123,14 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		return r.retryLater(), nil
 	}
 	vm.Disks = attached
+	if msg := systemDisksUnknown(om, vm); msg != "" {
+		if v1beta1conditions.GetReason(om, infrav1.MachineDeletedCondition) != infrav1.SystemDisksUnknownReason {
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDeletionBlocked, "DeleteVM", "%s", msg)
+		}
+		deleted(infrav1.SystemDisksUnknownReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+		s.log.Info("Deletion blocked: the VM's system disks are not known", "vmID", vm.ID)
+		return ctrl.Result{RequeueAfter: r.Intervals.NonSystemDiskRetry}, nil
+	}
 	if _, other := systemDisks(om, vm); len(other) > 0 {
 		names := make([]string, 0, len(other))
 		for _, d := range other {
@@ -133,7 +152,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	if err := cl.RemoveVM(ctx, vm.ID); err != nil {
 		switch {
 		case errors.Is(err, ovirt.ErrNotFound):
-			return r.finishDelete(s)
+			return r.vmNotFoundOnDelete(ctx, s, vm.ID)
 		case errors.Is(err, ovirt.ErrLocked), errors.Is(err, ovirt.ErrConflict):
 			deleted(infrav1.VMDeletingReason, clusterv1.ConditionSeverityInfo, "VM %s is locked by oVirt; retrying", vm.ID)
 			return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
@@ -165,8 +184,20 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 		om.Annotations[shutdownStartedAnnotation] = now.UTC().Format(time.RFC3339)
 	}
 	action, reason := ovirt.PowerShutdown, "shutting down"
+	stops, lastStop := stopRequests(om)
 	if now.Sub(started) >= r.Intervals.ShutdownTimeout {
 		action, reason = ovirt.PowerStop, "powering off (graceful shutdown did not finish in time)"
+		if stops > 0 {
+			if wait := r.stopBackoff(stops) - now.Sub(lastStop); wait > 0 {
+				// Asked to stop already: wait before asking again, longer each time.
+				if stops >= stopRequestsBeforeWarning {
+					// The condition set with the last request stays.
+					return ctrl.Result{RequeueAfter: wait}, nil
+				}
+				v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
+				return ctrl.Result{RequeueAfter: min(wait, r.waitFor(s.om, infrav1.MachineDeletedCondition).RequeueAfter)}, nil
+			}
+		}
 	} else if requested || vm.Status == ovirt.VMStatusPoweringDown {
 		// Asked once already: give the guest time instead of repeating the request.
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
@@ -183,17 +214,65 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 	ev := eventVMShuttingDown
 	if action == ovirt.PowerStop {
 		ev = eventVMStopped
+		stops++
+		setStopRequests(om, stops, now)
+		if stops >= stopRequestsBeforeWarning {
+			msg := fmt.Sprintf("VM %s is still %s after %d stop requests since %s; CAPOV asks again at most every %s: check the VM and its host in oVirt",
+				vm.ID, vm.Status, stops, started.UTC().Format(time.RFC3339), maxStopBackoff)
+			if stops == stopRequestsBeforeWarning {
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNotStopping, "PowerOff", "%s", msg)
+				s.log.Info("The VM does not stop", "vmID", vm.ID, "stopRequests", stops)
+			}
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMNotStoppingReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+			return ctrl.Result{RequeueAfter: r.stopBackoff(stops)}, nil
+		}
+		if stops > 1 {
+			// A repeat is not news: the first stop request and the warning are.
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
+			return ctrl.Result{RequeueAfter: r.stopBackoff(stops)}, nil
+		}
 	}
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, ev, "PowerOff", "VM %s: %s", vm.ID, reason)
 	v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
 	return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 }
 
-// neverReachedOVirt reports whether no VM can exist for the machine: no VM id was recorded and
-// the machine never had a working connection (a VM is only created after one, and the condition
-// is persisted with the VM id).
+// neverReachedOVirt reports whether no VM can exist for the machine: no VM id was recorded, no
+// create was ever requested (the annotation is persisted before the request is sent) and the
+// machine never had a working connection (objects of earlier releases, which had no
+// annotation).
 func neverReachedOVirt(om *infrav1.OVirtMachine) bool {
-	return vmIDOf(om) == "" && !v1beta1conditions.IsTrue(om, infrav1.CanConnectToOVirtCondition)
+	return vmIDOf(om) == "" && !createRequested(om) && !v1beta1conditions.IsTrue(om, infrav1.CanConnectToOVirtCondition)
+}
+
+// vmNotFoundOnDelete finishes the deletion of a machine whose VM oVirt does not know, unless
+// the Engine that answers is not the one the VM was found on.
+func (r *OVirtMachineReconciler) vmNotFoundOnDelete(ctx context.Context, s *machineScope, vmID string) (ctrl.Result, error) {
+	if other, err := r.otherEngine(ctx, s, infrav1.MachineDeletedCondition, vmID); err != nil || other {
+		return r.retryLater(), err
+	}
+	return r.finishDelete(s)
+}
+
+// systemDisksUnknown returns why the VM cannot be removed safely when its system disks were
+// never recorded ("" when it can): with nothing recorded only a bootable disk counts as the
+// template's, and a VM with several bootable disks leaves CAPOV unsure which one is.
+func systemDisksUnknown(om *infrav1.OVirtMachine, vm *ovirt.VM) string {
+	if len(om.Status.SystemDiskIDs) > 0 || ptr.Deref(om.Status.SystemDisksPending, false) {
+		return ""
+	}
+	var bootable []string
+	for _, d := range vm.Disks {
+		if d.Bootable {
+			bootable = append(bootable, d.ID)
+		}
+	}
+	if len(bootable) <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("not removing VM %s: status.systemDiskIDs was never recorded (status lost, e.g. by a restore) and the VM has %d bootable disks (%s), "+
+		"so CAPOV cannot tell the template's from a volume; detach the disks that must survive, or list the template's in status.systemDiskIDs (docs/operations.md, \"Deletion\")",
+		vm.ID, len(bootable), strings.Join(bootable, ", "))
 }
 
 // finishDeleteWithoutOVirt drops the finalizer of a machine that never reached oVirt, so that a

@@ -55,6 +55,11 @@ type phase func(ctx context.Context, s *machineScope) (done bool, res ctrl.Resul
 
 func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	om := s.om
+	if reason, _ := machineFailure(om); reason != nil && *reason == infrav1.OVirtEngineConnectionCriticalFailure {
+		if _, err := r.clearStaleConnectionFailure(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if reason, _ := machineFailure(om); reason != nil {
 		// Product doc §5.4: nothing is retried until a human clears the failure
 		// (status.deprecated.v1beta1.failureReason, the v1beta1 status.failureReason).
@@ -71,6 +76,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		r.reconcileNICs,
 		r.reconcilePower,
 		r.reconcileNode,
+		r.clearBootstrapData,
 	}
 	// A Ready machine re-reads its VM once per VMRefresh; one that waits for its Node (or for the
 	// guest agent's addresses) once per four Node polls, to notice a VM that went away or got
@@ -79,7 +85,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 	if !provisioned(om) || len(om.Status.Addresses) == 0 {
 		refresh = min(refresh, 4*r.Intervals.NodePoll)
 	}
-	if vmStepsDone(om) {
+	if vmStepsDone(om) && (r.KeepBootstrapData || ptr.Deref(om.Status.BootstrapDataCleared, false)) {
 		if wait, fresh := r.reads.fresh(key, r.Now(), refresh); fresh {
 			// The VM is up and was read less than VMRefresh ago: what is left (waiting for the
 			// Node, or nothing for a Ready machine) needs no oVirt call. Reconciles triggered by
@@ -171,7 +177,10 @@ func (r *OVirtMachineReconciler) connect(ctx context.Context, s *machineScope) (
 		return stop(ctrl.Result{}, nil)
 	}
 	s.provider = p
-	cl, _, err := r.Connector.Connect(ctx, p)
+	if ok, err := r.namespaceAllowed(ctx, s, p, infrav1.CanConnectToOVirtCondition); err != nil || !ok {
+		return stop(r.retryLater(), err)
+	}
+	cl, resolved, err := r.Connector.Connect(ctx, p)
 	if err != nil {
 		problem := Classify(err)
 		severity := clusterv1.ConditionSeverityWarning
@@ -180,10 +189,16 @@ func (r *OVirtMachineReconciler) connect(ctx context.Context, s *machineScope) (
 		}
 		v1beta1conditions.MarkFalse(om, infrav1.CanConnectToOVirtCondition, problem.Reason, severity,
 			"OVirtProvider %s: %s", p.Name, problem.Message)
-		if problem.Critical && !provisioned(om) {
+		if problem.Critical && !provisioned(om) && vmIDOf(om) == "" && !createRequested(om) {
 			// Product doc §4.3: a machine that cannot be created because its provider is
 			// misconfigured stops here until a human fixed the provider and cleared the failure.
+			// A machine with a VM (or a create in flight) never gets it: its VM must stay
+			// manageable, and deletable, once the provider works again.
 			setMachineFailure(om, infrav1.OVirtEngineConnectionCriticalFailure, fmt.Sprintf("OVirtProvider %s: %s (%s)", p.Name, problem.Message, problem.Reason))
+			if om.Annotations == nil {
+				om.Annotations = map[string]string{}
+			}
+			om.Annotations[failedSettingsAnnotation] = providerSettings(p, resolved)
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventConnectionFailed, "Connect",
 				"Cannot use OVirtProvider %s (%s): fix it, then clear status.failureReason", p.Name, problem.Reason)
 			return stop(ctrl.Result{}, nil)
@@ -197,36 +212,52 @@ func (r *OVirtMachineReconciler) connect(ctx context.Context, s *machineScope) (
 }
 
 // vmIDOf returns the VM id recorded in status or, after clusterctl move (which does not
-// restore status), in spec.providerID.
+// restore status), in spec.providerID; "" for a providerID that is not ovirt://<uuid> (see
+// invalidProviderID: such an id would become part of Engine request paths).
 func vmIDOf(om *infrav1.OVirtMachine) string {
 	if om.Status.VMID != "" {
 		return om.Status.VMID
 	}
-	return strings.TrimPrefix(om.Spec.ProviderID, infrav1.ProviderIDPrefix)
+	id, _ := infrav1.VMIDFromProviderID(om.Spec.ProviderID)
+	return id
 }
 
-// ownerMarker is written into the VM comment at creation: it proves which OVirtMachine a VM
-// with a given name belongs to, so that a VM created just before a crash is adopted, never
-// duplicated, and a foreign VM with the same name is never taken over.
-func ownerMarker(om *infrav1.OVirtMachine) string {
-	return fmt.Sprintf("capov ovirtmachine=%s/%s uid=%s", om.Namespace, om.Name, om.UID)
-}
-
-func ownedBy(vm ovirt.VM, om *infrav1.OVirtMachine) bool {
-	return strings.Contains(vm.Comment, "uid="+string(om.UID))
+// invalidProviderID reports a spec.providerID the admission webhook would have refused (written
+// while it was down, or by a release without the check).
+func invalidProviderID(om *infrav1.OVirtMachine) string {
+	if om.Spec.ProviderID == "" || om.Status.VMID != "" {
+		return ""
+	}
+	if _, ok := infrav1.VMIDFromProviderID(om.Spec.ProviderID); ok {
+		return ""
+	}
+	return fmt.Sprintf("spec.providerID %q is not %s<vm-id> with a UUID; CAPOV does not act on it: remove spec.providerID (the manager sets it) or correct it", om.Spec.ProviderID, infrav1.ProviderIDPrefix)
 }
 
 // ensureVM finds the VM of the machine (by recorded id, else by name and owner marker) or
 // creates it, and waits until oVirt has unlocked it.
 func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
 	om := s.om
+	if msg := invalidProviderID(om); msg != "" {
+		// The spec is immutable once providerID is set: nothing to retry.
+		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.InvalidProviderIDReason, clusterv1.ConditionSeverityError, "%s", msg)
+		return stop(ctrl.Result{}, nil)
+	}
 	if id := vmIDOf(om); id != "" {
 		vm, err := s.ovirt.GetVM(ctx, id)
 		if err != nil {
 			if errors.Is(err, ovirt.ErrNotFound) {
+				if other, err := r.otherEngine(ctx, s, infrav1.MachineCreatedCondition, id); err != nil || other {
+					return stop(r.retryLater(), err)
+				}
 				return r.vmGone(s, id)
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("reading VM %s: %w", id, err))
+		}
+		// spec.providerID may have been written by anyone who may write this object, or copied
+		// with it: the VM must prove that it is this object's before anything is written to it.
+		if ok, err := r.proveOwnership(ctx, s, vm, infrav1.MachineCreatedCondition, true); err != nil || !ok {
+			return stop(r.retryLater(), err)
 		}
 		return r.recordVM(ctx, s, vm)
 	}
@@ -261,6 +292,11 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		if err != nil {
 			return stop(ctrl.Result{}, fmt.Errorf("reading VM %s: %w", ours[0].ID, err))
 		}
+		if createRequested(om) && (vm.Status == ovirt.VMStatusDown || vm.Status == ovirt.VMStatusImageLocked) {
+			// Created for this very object (same UID) and never started: no disk other than
+			// the template's can be attached yet.
+			om.Status.SystemDisksPending = ptr.To(true)
+		}
 		return r.recordVM(ctx, s, vm)
 	case len(vms) > 0:
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreateFailedReason, clusterv1.ConditionSeverityWarning,
@@ -284,10 +320,11 @@ func (r *OVirtMachineReconciler) vmGone(s *machineScope, id string) (bool, ctrl.
 
 // recordVM stores what the machine needs to know about its VM and waits for image_locked to
 // clear.
-func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm *ovirt.VM) (bool, ctrl.Result, error) {
+func (r *OVirtMachineReconciler) recordVM(ctx context.Context, s *machineScope, vm *ovirt.VM) (bool, ctrl.Result, error) {
 	om := s.om
 	s.vm = vm
 	s.vmRead = true
+	r.recordEngine(ctx, s)
 	om.Status.VMID = vm.ID
 	if vm.Name != "" {
 		om.Status.VMName = vm.Name
@@ -296,18 +333,19 @@ func (r *OVirtMachineReconciler) recordVM(_ context.Context, s *machineScope, vm
 		om.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	}
 	if vm.Status == ovirt.VMStatusImageLocked {
-		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, clusterv1.ConditionSeverityInfo,
-			"oVirt is creating the disks of VM %s", vm.ID)
-		return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
+		return stop(r.waitLocked(s, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, "oVirt is creating the disks of VM %s", vm.ID), nil)
 	}
-	// The disks present before the first boot are the template's: remember them, so that any
-	// other disk (a CSI volume attached later) blocks deletion instead of being deleted with the
-	// VM. A VM seen running for the first time (status lost, e.g. after clusterctl move) gets
-	// the conservative rule of systemDisks instead.
-	if len(om.Status.SystemDiskIDs) == 0 && vm.Status == ovirt.VMStatusDown && !v1beta1conditions.IsTrue(om, infrav1.MachineOnCondition) {
+	// The disks of a VM this object created (or adopted by owner marker before its first boot)
+	// are the template's: remember them, so that any other disk (a CSI volume attached later)
+	// blocks deletion instead of being deleted with the VM. Only then: a VM first seen after a
+	// status loss (clusterctl move, a restore), even a down one, may have a CSI disk attached,
+	// and gets the conservative rule of systemDisks instead.
+	if ptr.Deref(om.Status.SystemDisksPending, false) && vm.Status == ovirt.VMStatusDown && len(vm.Disks) > 0 {
+		om.Status.SystemDiskIDs = nil
 		for _, d := range vm.Disks {
 			om.Status.SystemDiskIDs = append(om.Status.SystemDiskIDs, d.ID)
 		}
+		om.Status.SystemDisksPending = nil
 	}
 	r.waits.finished(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, r.Now())
 	v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)

@@ -52,8 +52,7 @@ type Resolved struct {
 	Config ovirt.Config
 	// Source tells where the username and password came from.
 	Source Source
-	// Secret is the credentials Secret when one was found (for the ownerReference that
-	// clusterctl move follows).
+	// Secret is the credentials Secret when one was found.
 	Secret *corev1.Secret
 }
 
@@ -61,7 +60,7 @@ type Resolved struct {
 // namespace. A missing Secret is not an error when spec.user and spec.pass are set (product doc
 // §7.1); a Secret that exists always wins over them.
 func Resolve(ctx context.Context, reader client.Reader, namespace string, p *infrav1.OVirtProvider) (*Resolved, error) {
-	engine, err := engineconfig.EngineURL(p.Spec.Engine, p.Spec.TLS != nil && p.Spec.TLS.Insecure)
+	engine, err := engineconfig.EngineURL(p.Spec.Engine)
 	if err != nil {
 		return nil, &Error{Reason: infrav1.InvalidEngineURLReason, Message: err.Error()}
 	}

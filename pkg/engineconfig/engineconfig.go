@@ -15,8 +15,10 @@ import (
 )
 
 // EngineURL validates spec.engine and returns it without a trailing slash (the SDK would build
-// "api//vms" otherwise). https is required; http only with tls.insecure.
-func EngineURL(raw string, insecure bool) (string, error) {
+// "api//vms" otherwise). https is required. http is refused whatever spec.tls says: the manager
+// logs in with the service account's password, which http would carry in clear text
+// (spec.tls.insecure only skips the verification of the certificate of an https Engine).
+func EngineURL(raw string) (string, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("spec.engine %q %s; use the API URL, e.g. https://ovirt.example.com/ovirt-engine/api", raw, why)
 	}
@@ -31,9 +33,8 @@ func EngineURL(raw string, insecure bool) (string, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !insecure {
-			return "", bad("uses http, which sends the password in clear text; use https (http is only accepted with spec.tls.insecure: true)")
-		}
+		return "", bad("uses http, which would send the oVirt password in clear text, and is refused (also with spec.tls.insecure: true, " +
+			"which only skips certificate verification)")
 	default:
 		return "", bad("must start with https://")
 	}

@@ -15,6 +15,11 @@ type Client interface {
 	// Ping checks connectivity and credentials (GET /api).
 	Ping(ctx context.Context) (EngineInfo, error)
 
+	// EngineInfo returns what Ping returns, read once per connection (a
+	// change of URL, credentials or TLS settings is a new connection): the
+	// identity of the Engine the client talks to, at no cost per call.
+	EngineInfo(ctx context.Context) (EngineInfo, error)
+
 	// FindCluster returns the cluster with exactly this name, with its
 	// network ids. ErrNotFound if there is none.
 	FindCluster(ctx context.Context, name string) (*Cluster, error)
@@ -72,6 +77,13 @@ type Client interface {
 
 	// RemoveVM deletes the VM and every disk still attached to it.
 	RemoveVM(ctx context.Context, vmID string) error
+
+	// UpdateVM changes the VM's comment (where the owner marker lives) and/or
+	// clears its initialization's custom script (the bootstrap data), in one
+	// request. The Engine applies both on a VM in any status, without a
+	// next-run configuration; it refuses while the VM is being created
+	// (ErrLocked).
+	UpdateVM(ctx context.Context, vmID string, u VMUpdate) error
 }
 
 // TLS selects how the engine's certificate is verified. With neither field

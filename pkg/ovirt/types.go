@@ -56,12 +56,25 @@ const (
 	PowerStop PowerAction = "stop"
 )
 
+// VMUpdate is what UpdateVM changes; the zero value changes nothing.
+type VMUpdate struct {
+	// Comment, when set, replaces the VM's comment.
+	Comment *string
+	// ClearCustomScript empties initialization.custom_script and keeps the rest of the
+	// initialization (the host name).
+	ClearCustomScript bool
+}
+
 // EngineInfo describes the engine answering at the API URL.
 type EngineInfo struct {
 	// ProductName is e.g. "oVirt Engine".
 	ProductName string
 	// Version is the engine's full version string, e.g. "4.5.4".
 	Version string
+	// InstanceID is product_info.instance_id: the installation's own UUID, the same across
+	// restarts and upgrades, different on every other Engine. Empty when the Engine does not
+	// report one.
+	InstanceID string
 }
 
 // Cluster is an oVirt cluster.

@@ -239,8 +239,7 @@ func FuzzOVirtProvider(f *testing.F) {
 		_, err := w.ValidateCreate(context.Background(), p)
 		checkDenial(t, err)
 		if err == nil {
-			insecure := p.Spec.TLS != nil && p.Spec.TLS.Insecure
-			if _, uerr := engineconfig.EngineURL(p.Spec.Engine, insecure); uerr != nil {
+			if _, uerr := engineconfig.EngineURL(p.Spec.Engine); uerr != nil {
 				t.Fatalf("admitted an engine the manager refuses: %v", uerr)
 			}
 			if p.Spec.TLS != nil && p.Spec.TLS.Certs != "" {
@@ -287,7 +286,10 @@ func FuzzAdmissionHandlers(f *testing.F) {
 	f.Add(mustJSON(f, provider("p")), []byte(`null`), uint8(2))
 	f.Add([]byte(`{"spec":{"controlPlaneEndpoint":{"port":1}}}`), []byte(`[`), uint8(3))
 	scheme := testScheme()
-	reader := readerWith(provider("ovirt-prod"))
+	// A machine names the provider (its deletion is refused), and a restricted provider makes
+	// the namespace checks read Namespaces.
+	reader := readerWithObjects(provider("ovirt-prod"), provider("ovirt-restricted", allowing([]string{"team-a"}, map[string]string{"env": "prod"})),
+		namespace("default", nil), machine())
 	m := &OVirtMachineWebhook{Reader: reader}
 	tpl := &OVirtMachineTemplateWebhook{Reader: reader}
 	hooks := []*admission.Webhook{
@@ -295,7 +297,7 @@ func FuzzAdmissionHandlers(f *testing.F) {
 		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtMachine](m)),
 		admission.WithDefaulter(scheme, admission.Defaulter[*infrav1.OVirtMachineTemplate](tpl)),
 		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtMachineTemplate](tpl)),
-		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtProvider](&OVirtProviderWebhook{})),
+		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtProvider](&OVirtProviderWebhook{Reader: reader, Machines: reader})),
 		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtCluster](&OVirtClusterWebhook{})),
 	}
 	for _, h := range hooks {

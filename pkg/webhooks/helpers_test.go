@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +38,9 @@ func testScheme() *runtime.Scheme {
 	if err := infrav1.AddToScheme(s); err != nil {
 		panic(err)
 	}
+	if err := corev1.AddToScheme(s); err != nil {
+		panic(err)
+	}
 	return s
 }
 
@@ -46,13 +50,41 @@ func readerWith(providers ...*infrav1.OVirtProvider) client.Reader {
 	for _, p := range providers {
 		objs = append(objs, p.DeepCopy())
 	}
-	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).Build()
+	return readerWithObjects(objs...)
+}
+
+// readerWithObjects returns a reader that knows the given objects (OVirt* kinds, Namespaces).
+func readerWithObjects(objs ...client.Object) client.Reader {
+	copies := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		copies = append(copies, o.DeepCopyObject().(client.Object))
+	}
+	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(copies...).Build()
+}
+
+// namespace returns a Namespace with labels.
+func namespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+// allowing restricts a provider to the listed namespaces and those matching selector labels.
+func allowing(list []string, selector map[string]string) func(*infrav1.OVirtProvider) {
+	return func(p *infrav1.OVirtProvider) {
+		p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: list}
+		if selector != nil {
+			p.Spec.AllowedNamespaces.Selector = &metav1.LabelSelector{MatchLabels: selector}
+		}
+	}
 }
 
 // failingReader fails every read, like a cache that cannot reach the API server.
 type failingReader struct{ client.Reader }
 
 func (failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("connection refused")
+}
+
+func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
 	return errors.New("connection refused")
 }
 

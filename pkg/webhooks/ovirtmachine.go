@@ -95,7 +95,8 @@ func failureOf(m *infrav1.OVirtMachine) infrav1.V1Beta1DeprecatedStatus {
 }
 
 // ValidateCreate checks the spec (ValidateVMSpec with the resolved clone mode, and providerID,
-// which clusterctl move carries over) and warns when the OVirtProvider is missing.
+// which clusterctl move carries over), refuses a namespace the OVirtProvider does not allow
+// (spec.allowedNamespaces) and warns when the OVirtProvider is missing.
 func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVirtMachine) (admission.Warnings, error) {
 	provider, err := getProvider(ctx, w.Reader, m.Spec.Provider)
 	if err != nil {
@@ -105,15 +106,33 @@ func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVi
 	path := field.NewPath("spec")
 	errs := ValidateVMSpec(&m.Spec.OVirtVMSpec, path, clone)
 	errs = append(errs, validateProviderID(path.Child("providerID"), m.Spec.ProviderID)...)
+	access, err := checkProviderAccess(ctx, w.Reader, provider, m.Namespace, path.Child("provider"))
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, access...)
 	return providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), invalid("OVirtMachine", m.Name, errs)
 }
 
 // ValidateUpdate enforces immutability: the spec cannot change after create, except that
 // spec.providerID may be set once (by the manager). The rest of the spec is not validated again,
-// so that objects admitted under older rules can still get finalizers removed and be deleted.
-func (w *OVirtMachineWebhook) ValidateUpdate(_ context.Context, oldM, m *infrav1.OVirtMachine) (admission.Warnings, error) {
+// so that objects admitted under older rules can still get finalizers removed and be deleted;
+// only an update that changes spec.provider (refused anyway) is also checked against the new
+// provider's spec.allowedNamespaces, so that the answer names every problem.
+func (w *OVirtMachineWebhook) ValidateUpdate(ctx context.Context, oldM, m *infrav1.OVirtMachine) (admission.Warnings, error) {
 	path := field.NewPath("spec")
 	var errs field.ErrorList
+	if m.Spec.Provider != oldM.Spec.Provider {
+		provider, err := getProvider(ctx, w.Reader, m.Spec.Provider)
+		if err != nil {
+			return nil, err
+		}
+		access, err := checkProviderAccess(ctx, w.Reader, provider, m.Namespace, path.Child("provider"))
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, access...)
+	}
 	providerIDPath := path.Child("providerID")
 	for _, p := range changedFields(path, &oldM.Spec, &m.Spec) {
 		if p.String() == providerIDPath.String() {
@@ -141,16 +160,18 @@ func (w *OVirtMachineWebhook) ValidateDelete(context.Context, *infrav1.OVirtMach
 	return nil, nil
 }
 
-// validateProviderID checks a non-empty spec.providerID has the form the manager writes.
+// validateProviderID checks that a non-empty spec.providerID has the form the manager writes:
+// ovirt:// and the VM id, which oVirt makes a UUID (infrav1.VMIDFromProviderID, the manager's
+// own parser). Anything else (another scheme, a VM name, spaces, a path) names no oVirt VM, and a
+// mistyped id must not reach the manager, which acts on the VM a providerID names.
 func validateProviderID(path *field.Path, v string) field.ErrorList {
-	if v == "" {
+	if _, ok := infrav1.VMIDFromProviderID(v); v == "" || ok {
 		return nil
 	}
-	if !strings.HasPrefix(v, infrav1.ProviderIDPrefix) || strings.TrimSpace(strings.TrimPrefix(v, infrav1.ProviderIDPrefix)) == "" {
-		return field.ErrorList{field.Invalid(path, v,
-			"must be "+infrav1.ProviderIDPrefix+"<vm-id>; remove it and the manager sets it once the VM exists")}
-	}
-	return nil
+	return field.ErrorList{field.Invalid(path, v,
+		"must be "+infrav1.ProviderIDPrefix+"<vm-id> with the oVirt VM id, a UUID (8-4-4-4-12 hex digits, "+
+			"e.g. ovirt://0b0e6c1a-2f4e-4d38-9d51-0c5d1b1f6e01); the manager sets it itself once it has created the VM: "+
+			"remove spec.providerID from the manifest")}
 }
 
 // providerWarnings are the findings about the OVirtProvider of a VM spec that must not block

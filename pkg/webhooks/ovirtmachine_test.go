@@ -2,13 +2,19 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
@@ -113,21 +119,41 @@ func TestOVirtMachineValidateCreate(t *testing.T) {
 			[]string{"OVirtProvider ovirt-prod does not exist yet: an empty spec.diskclone defaults to the disk-clone feature gate (false)"}},
 		{"a provider storage domain that cloning cannot use is a warning", thinSD, featuregates.Gates{}, machine(), nil,
 			[]string{"OVirtProvider ovirt-prod sets storagedomainname fast-ssd, but diskclone resolves to false here"}},
-		{"a providerID carried over by clusterctl move is admitted", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://1234" }), nil, nil},
-		{"a providerID of another form is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vsphere://1234" }),
-			[]string{`spec.providerID: Invalid value: "vsphere://1234": must be ovirt://<vm-id>`}, nil},
-		{"a providerID without a VM id is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://" }),
-			[]string{"spec.providerID"}, nil},
+		{"a providerID carried over by clusterctl move is admitted", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID(vmUUID)), nil, nil},
+		{"a providerID with an upper-case VM id is admitted", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID(strings.ToUpper(vmUUID))), nil, nil},
+		{"a providerID of another scheme is refused with the expected form", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("vsphere://" + vmUUID)),
+			[]string{`spec.providerID: Invalid value: "vsphere://` + vmUUID + `": must be ovirt://<vm-id> with the oVirt VM id, a UUID (8-4-4-4-12 hex digits, ` +
+				`e.g. ovirt://0b0e6c1a-2f4e-4d38-9d51-0c5d1b1f6e01); the manager sets it itself once it has created the VM: remove spec.providerID from the manifest`}, nil},
+		{"a providerID without a VM id is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("ovirt://")),
+			[]string{"spec.providerID: Invalid value"}, nil},
+		{"a providerID whose VM id is no UUID is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("ovirt://1234")),
+			[]string{`spec.providerID: Invalid value: "ovirt://1234": must be ovirt://<vm-id> with the oVirt VM id, a UUID`}, nil},
+		{"a providerID with a VM name is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("ovirt://worker-abc123")),
+			[]string{"spec.providerID: Invalid value"}, nil},
+		{"a providerID with a UUID and more is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("ovirt://" + vmUUID + "/x")),
+			[]string{"spec.providerID: Invalid value"}, nil},
+		{"a providerID with a UUID without dashes is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("ovirt://" + strings.ReplaceAll(vmUUID, "-", ""))),
+			[]string{"spec.providerID: Invalid value"}, nil},
+		{"a providerID with spaces around the UUID is refused", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID("ovirt:// " + vmUUID)),
+			[]string{"spec.providerID: Invalid value"}, nil},
+		{"a machine in a namespace its provider lists is admitted", provider("ovirt-prod", allowing([]string{"default"}, nil)), featuregates.Gates{}, machine(), nil, nil},
+		{"a machine in a namespace its provider does not allow is refused with the fix", provider("ovirt-prod", allowing([]string{"team-a"}, nil)), featuregates.Gates{}, machine(),
+			[]string{"spec.provider: Forbidden: OVirtProvider ovirt-prod does not allow namespace default: its spec.allowedNamespaces.list is [team-a]; add default to that list"}, nil},
+		{"a machine in a namespace whose labels match the provider's selector is admitted", provider("ovirt-prod", allowing(nil, map[string]string{"capov/ovirt-prod": "true"})),
+			featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Namespace = "team-b" }), nil, nil},
+		{"a machine in a namespace whose labels do not match the provider's selector is refused", provider("ovirt-prod", allowing(nil, map[string]string{"capov/ovirt-prod": "true"})),
+			featuregates.Gates{}, machine(), []string{"spec.provider: Forbidden: OVirtProvider ovirt-prod does not allow namespace default: the namespace's labels do not match"}, nil},
 		{"the spec rules apply", provider("ovirt-prod"), featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.CPU.Threads = 9 }),
 			[]string{"spec.cpu.threads: Invalid value: 9"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			w := &OVirtMachineWebhook{Reader: readerWith(), Gates: tt.gates}
+			objs := []client.Object{namespace("default", nil), namespace("team-b", map[string]string{"capov/ovirt-prod": "true"})}
 			if tt.provider != nil {
-				w.Reader = readerWith(tt.provider)
+				objs = append(objs, tt.provider)
 			}
+			w := &OVirtMachineWebhook{Reader: readerWithObjects(objs...), Gates: tt.gates}
 			warnings, err := w.ValidateCreate(context.Background(), tt.obj)
 			if tt.wantErr == nil {
 				g.Expect(err).NotTo(HaveOccurred())
@@ -143,6 +169,38 @@ func TestOVirtMachineValidateCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+const (
+	vmUUID    = "0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11"
+	otherUUID = "6f1c2a3e-0000-4000-8000-000000000001"
+)
+
+// withProviderID sets spec.providerID: to ovirt://<id> for a bare UUID, else to v as given.
+func withProviderID(v string) func(*infrav1.OVirtMachine) {
+	return func(m *infrav1.OVirtMachine) {
+		if infrav1.IsUUID(v) {
+			v = infrav1.ProviderIDPrefix + v
+		}
+		m.Spec.ProviderID = v
+	}
+}
+
+// TestOVirtMachineValidateCreateFailsWhenTheNamespaceCannotBeRead: a provider with a selector
+// needs the Namespace's labels; without them the request fails with a retry hint, never guessed.
+func TestOVirtMachineValidateCreateFailsWhenTheNamespaceCannotBeRead(t *testing.T) {
+	g := NewWithT(t)
+	p := provider("ovirt-prod", allowing(nil, map[string]string{"capov/ovirt-prod": "true"}))
+	w := &OVirtMachineWebhook{Reader: fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(p).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				return errors.New("connection refused")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()}
+	_, err := w.ValidateCreate(context.Background(), machine())
+	g.Expect(apierrors.IsInternalError(err)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("reading Namespace default to match the spec.allowedNamespaces.selector of OVirtProvider ovirt-prod: connection refused; retry the request"))
 }
 
 func TestOVirtMachineValidateCreateFailsWhenTheProviderCannotBeRead(t *testing.T) {
@@ -162,15 +220,17 @@ func TestOVirtMachineValidateUpdate(t *testing.T) {
 		wantErr []string
 	}{
 		{"a metadata-only update is admitted", nil, func(m *infrav1.OVirtMachine) { m.Labels = map[string]string{"a": "b"} }, nil},
-		{"setting providerID once is admitted", nil, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" }, nil},
-		{"setting providerID from an empty string is admitted", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "" },
-			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" }, nil},
-		{"setting a malformed providerID is refused", nil, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vm-1" }, []string{"spec.providerID: Invalid value"}},
-		{"changing providerID is refused", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" },
-			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-2" },
-			[]string{`spec.providerID: Forbidden: is set once by the manager and cannot be changed or removed afterwards; keep "ovirt://vm-1"`}},
-		{"removing providerID is refused", func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://vm-1" },
-			func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "" }, []string{"spec.providerID: Forbidden"}},
+		{"setting providerID once is admitted", nil, withProviderID(vmUUID), nil},
+		{"setting providerID from an empty string is admitted", withProviderID(""), withProviderID(vmUUID), nil},
+		{"setting a malformed providerID is refused", nil, withProviderID("vm-1"), []string{"spec.providerID: Invalid value"}},
+		{"setting a providerID whose VM id is no UUID is refused", nil, withProviderID("ovirt://vm-1"), []string{"spec.providerID: Invalid value: \"ovirt://vm-1\": must be ovirt://<vm-id>"}},
+		{"changing providerID is refused", withProviderID(vmUUID), withProviderID(otherUUID),
+			[]string{`spec.providerID: Forbidden: is set once by the manager and cannot be changed or removed afterwards; keep "ovirt://` + vmUUID + `"`}},
+		{"removing providerID is refused", withProviderID(vmUUID), withProviderID(""), []string{"spec.providerID: Forbidden"}},
+		{"a providerID admitted under older rules stays admitted while it does not change", withProviderID("ovirt://vm-1"),
+			func(m *infrav1.OVirtMachine) { m.Finalizers = nil }, nil},
+		{"changing the provider is refused, and so is a provider that does not allow the namespace", nil, func(m *infrav1.OVirtMachine) { m.Spec.Provider = "ovirt-restricted" },
+			[]string{"spec.provider: Forbidden: OVirtProvider ovirt-restricted does not allow namespace default", "spec.provider: Forbidden: the spec of an OVirtMachine cannot change after create"}},
 		{"changing the template is refused", nil, func(m *infrav1.OVirtMachine) { m.Spec.Template = "rhcos-4.15" },
 			[]string{"spec.template: Forbidden: the spec of an OVirtMachine cannot change after create: change the OVirtMachineTemplate instead"}},
 		{"changing several fields names each", nil, func(m *infrav1.OVirtMachine) {
@@ -193,7 +253,8 @@ func TestOVirtMachineValidateUpdate(t *testing.T) {
 			}
 			obj := old.DeepCopy()
 			tt.update(obj)
-			warnings, err := (&OVirtMachineWebhook{Reader: readerWith()}).ValidateUpdate(context.Background(), old, obj)
+			r := readerWith(provider("ovirt-restricted", allowing([]string{"team-a"}, nil)))
+			warnings, err := (&OVirtMachineWebhook{Reader: r}).ValidateUpdate(context.Background(), old, obj)
 			g.Expect(warnings).To(BeEmpty())
 			if tt.wantErr == nil {
 				g.Expect(err).NotTo(HaveOccurred())

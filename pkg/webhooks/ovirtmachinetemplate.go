@@ -81,7 +81,13 @@ func (w *OVirtMachineTemplateWebhook) validateSpec(ctx context.Context, t *infra
 		return nil, err
 	}
 	clone := ResolveDiskClone(spec.DiskClone, provider, w.Gates)
-	errs := ValidateVMSpec(spec, field.NewPath("spec", "template", "spec"), clone)
+	path := field.NewPath("spec", "template", "spec")
+	errs := ValidateVMSpec(spec, path, clone)
+	access, err := checkProviderAccess(ctx, w.Reader, provider, t.Namespace, path.Child("provider"))
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, access...)
 	return templateWarnings(spec, provider, clone, w.Gates), invalid("OVirtMachineTemplate", t.Name, errs)
 }
 
@@ -131,6 +137,18 @@ func (w *OVirtMachineTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, 
 		return w.validateSpec(ctx, t)
 	}
 	var errs field.ErrorList
+	if oldT.Spec.Template.Spec.Provider != t.Spec.Template.Spec.Provider {
+		// Refused below anyway; the answer also says whether the new provider would allow it.
+		provider, err := getProvider(ctx, w.Reader, t.Spec.Template.Spec.Provider)
+		if err != nil {
+			return nil, err
+		}
+		access, err := checkProviderAccess(ctx, w.Reader, provider, t.Namespace, field.NewPath("spec", "template", "spec", "provider"))
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, access...)
+	}
 	changed := changedFields(field.NewPath("spec", "template", "spec"), &oldT.Spec.Template.Spec, &t.Spec.Template.Spec)
 	if !equality.Semantic.DeepEqual(oldT.Spec.Template.ObjectMeta, t.Spec.Template.ObjectMeta) {
 		changed = append(changed, field.NewPath("spec", "template", "metadata"))

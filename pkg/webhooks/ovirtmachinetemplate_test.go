@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
@@ -131,14 +132,19 @@ func TestOVirtMachineTemplateValidateCreate(t *testing.T) {
 			provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(false) }),
 			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
 			[]string{"spec.template.spec.storagedomainname: Invalid value: \"fast-ssd\"", "diskclone resolves to false"}, 0},
+		{"a template in a namespace its provider allows is admitted", provider("ovirt-prod", allowing([]string{"team-a"}, map[string]string{"env": "prod"})),
+			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Namespace = "team-b" }), nil, 0},
+		{"a template in a namespace its provider does not allow is refused under spec.template.spec", provider("ovirt-prod", allowing([]string{"team-a"}, nil)),
+			machineTemplate(), []string{"spec.template.spec.provider: Forbidden: OVirtProvider ovirt-prod does not allow namespace default"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			w := &OVirtMachineTemplateWebhook{Reader: readerWith()}
+			objs := []client.Object{namespace("default", nil), namespace("team-b", map[string]string{"env": "prod"})}
 			if tt.provider != nil {
-				w.Reader = readerWith(tt.provider)
+				objs = append(objs, tt.provider)
 			}
+			w := &OVirtMachineTemplateWebhook{Reader: readerWithObjects(objs...)}
 			warnings, err := w.ValidateCreate(context.Background(), tt.obj)
 			g.Expect(warnings).To(HaveLen(tt.wantWarnings))
 			if tt.wantErr == nil {
@@ -183,6 +189,13 @@ func TestOVirtMachineTemplateValidateUpdate(t *testing.T) {
 			dryRunAnnotated(t)
 			t.Spec.Template.Spec.Template = "rhcos-4.15"
 		}, false, []string{"spec.template.spec.template: Forbidden"}},
+		{"a topology dry-run to a provider that does not allow the namespace is refused", func(t *infrav1.OVirtMachineTemplate) {
+			dryRunAnnotated(t)
+			t.Spec.Template.Spec.Provider = "ovirt-restricted"
+		}, true, []string{"spec.template.spec.provider: Forbidden: OVirtProvider ovirt-restricted does not allow namespace default"}},
+		{"a change to a provider that does not allow the namespace says so besides the immutability", func(t *infrav1.OVirtMachineTemplate) {
+			t.Spec.Template.Spec.Provider = "ovirt-restricted"
+		}, false, []string{"spec.template.spec.provider: Forbidden: OVirtProvider ovirt-restricted does not allow namespace default", "spec.template.spec.provider: Forbidden: an OVirtMachineTemplate cannot change"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +204,8 @@ func TestOVirtMachineTemplateValidateUpdate(t *testing.T) {
 			obj := old.DeepCopy()
 			tt.update(obj)
 			ctx := admission.NewContextWithRequest(context.Background(), request(t, admissionv1.Update, obj, old, tt.dryRun))
-			_, err := (&OVirtMachineTemplateWebhook{Reader: readerWith(provider("ovirt-prod"))}).ValidateUpdate(ctx, old, obj)
+			r := readerWith(provider("ovirt-prod"), provider("ovirt-restricted", allowing([]string{"team-a"}, nil)))
+			_, err := (&OVirtMachineTemplateWebhook{Reader: r}).ValidateUpdate(ctx, old, obj)
 			if tt.wantErr == nil {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

@@ -8,12 +8,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
@@ -54,10 +57,12 @@ func TestValidateOVirtProviderCreate(t *testing.T) {
 			[]string{"they are used only while the Secret ovirt-prod-capov-provider-secret does not exist: remove them"}},
 		{"no credentials at all are a warning", func(p *infrav1.OVirtProvider) { p.Spec.CredentialsSecretName = "" }, nil, []string{"no credentials: create a Secret"}},
 		{"an http engine URL is refused", func(p *infrav1.OVirtProvider) { p.Spec.Engine = "http://ovirt.example.com/ovirt-engine/api" },
-			[]string{`spec.engine: Invalid value: "http://ovirt.example.com/ovirt-engine/api": uses http, which sends the password in clear text; use https (http is only accepted with spec.tls.insecure: true)`}, nil},
-		{"an http engine URL is admitted with tls.insecure", func(p *infrav1.OVirtProvider) {
+			[]string{`spec.engine: Invalid value: "http://ovirt.example.com/ovirt-engine/api": uses http, which would send the oVirt password in clear text, and is refused (also with spec.tls.insecure: true, which only skips certificate verification); use the API URL, e.g. https://ovirt.example.com/ovirt-engine/api`}, nil},
+		{"an http engine URL is refused with tls.insecure too", func(p *infrav1.OVirtProvider) {
 			p.Spec.Engine, p.Spec.TLS = "http://ovirt.example.com/ovirt-engine/api", &infrav1.OVirtProviderTLS{Insecure: true}
-		}, nil, nil},
+		}, []string{"spec.engine: Invalid value: \"http://ovirt.example.com/ovirt-engine/api\": uses http"}, []string{"spec.tls.insecure is true"}},
+		{"an HTTP engine URL in capitals is refused", func(p *infrav1.OVirtProvider) { p.Spec.Engine = "HTTP://ovirt.example.com/ovirt-engine/api" },
+			[]string{"uses http"}, nil},
 		{"a relative engine URL is refused", func(p *infrav1.OVirtProvider) { p.Spec.Engine = "ovirt.example.com/ovirt-engine/api" },
 			[]string{`spec.engine: Invalid value: "ovirt.example.com/ovirt-engine/api": must start with https://`}, nil},
 		{"an engine URL without a host is refused", func(p *infrav1.OVirtProvider) { p.Spec.Engine = "https:///ovirt-engine/api" }, []string{"has no host"}, nil},
@@ -79,9 +84,33 @@ func TestValidateOVirtProviderCreate(t *testing.T) {
 		{"certs whose certificate does not parse are refused", func(p *infrav1.OVirtProvider) {
 			p.Spec.TLS = &infrav1.OVirtProviderTLS{Certs: b64(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}))}
 		}, []string{"certificate 1 does not parse"}, nil},
-		{"insecure together with certs is a warning", func(p *infrav1.OVirtProvider) { p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true, Certs: ca} }, nil,
-			[]string{"spec.tls.insecure is true, so the Engine certificate is not verified and spec.tls.certs / spec.tls.cert are ignored"}},
-		{"insecure alone is admitted without a warning", func(p *infrav1.OVirtProvider) { p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true} }, nil, nil},
+		{"insecure together with certs is a warning that says they are ignored", func(p *infrav1.OVirtProvider) { p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true, Certs: ca} }, nil,
+			[]string{"spec.tls.insecure is true: the Engine certificate is not verified (spec.tls.certs / spec.tls.cert are ignored while it is set)"}},
+		{"insecure alone is admitted with a warning naming the field and the fix", func(p *infrav1.OVirtProvider) { p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true} }, nil,
+			[]string{"spec.tls.insecure is true: the Engine certificate is not verified, so anyone on the network path can pose as the Engine and receive the oVirt password; " +
+				"for development and diagnosis only: remove spec.tls.insecure and set spec.tls.certs to the base64 PEM of the Engine's CA"}},
+		{"tls without insecure is no warning", func(p *infrav1.OVirtProvider) { p.Spec.TLS = &infrav1.OVirtProviderTLS{Cert: true} }, nil, nil},
+		{"allowedNamespaces with a list and a selector is admitted", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"team-a"}, Selector: &metav1.LabelSelector{
+				MatchLabels:      map[string]string{"capov.example.com/ovirt-prod": "true"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"dev"}}},
+			}}
+		}, nil, nil},
+		{"an empty allowedNamespaces is admitted", func(p *infrav1.OVirtProvider) { p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{} }, nil, nil},
+		{"a list entry that is no namespace name is refused", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"team-a", "Team_B"}}
+		}, []string{`spec.allowedNamespaces.list[1]: Invalid value: "Team_B": must be the name of a namespace (a lowercase RFC 1123 label`}, nil},
+		{"a selector with an unknown operator is refused with the fix", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Near", Values: []string{"x"}}}}}
+		}, []string{`spec.allowedNamespaces.selector.matchExpressions[0].operator: Invalid value: "Near": not a valid selector operator; write a label selector as for a Deployment`}, nil},
+		{"a selector In without values is refused", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn}}}}
+		}, []string{"spec.allowedNamespaces.selector.matchExpressions[0].values: Required value"}, nil},
+		{"a selector label that is no label is refused", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}
+		}, []string{"spec.allowedNamespaces.selector.matchLabels"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +175,109 @@ func TestValidateOVirtProviderUpdate(t *testing.T) {
 			for i, want := range tt.wantErr {
 				g.Expect(causes(err)[i]).To(ContainSubstring(want))
 			}
+		})
+	}
+}
+
+// machineIn returns an OVirtMachine of namespace ns naming provider.
+func machineIn(ns, name, provider string) *infrav1.OVirtMachine {
+	return machine(func(m *infrav1.OVirtMachine) { m.Namespace, m.Name, m.Spec.Provider = ns, name, provider })
+}
+
+func TestValidateOVirtProviderDelete(t *testing.T) {
+	many := make([]client.Object, 0, 12)
+	for i := range 12 {
+		many = append(many, machineIn("team-a", fmt.Sprintf("worker-%02d", i), "ovirt-prod"))
+	}
+	tests := []struct {
+		name     string
+		provider *infrav1.OVirtProvider
+		objects  []client.Object
+		wantErr  []string
+		notIn    []string
+	}{
+		{"a provider no machine names is deleted", provider("ovirt-prod"), []client.Object{machineIn("default", "other", "ovirt-dev")}, nil, nil},
+		{"a provider that machines name is not deleted, and they are named", provider("ovirt-prod"),
+			[]client.Object{machineIn("team-b", "cp-0", "ovirt-prod"), machineIn("default", "worker-a", "ovirt-prod"), machineIn("default", "other", "ovirt-dev")},
+			[]string{`ovirtproviders.infrastructure.cluster.x-k8s.io "ovirt-prod" is forbidden: 2 OVirtMachines name OVirtProvider ovirt-prod in spec.provider: default/worker-a, team-b/cp-0; ` +
+				"their VMs are removed through this provider, so it is deleted only once they are gone: delete them first"}, []string{"default/other"}},
+		{"a machine being deleted still holds the provider", provider("ovirt-prod"),
+			[]client.Object{machine(func(m *infrav1.OVirtMachine) {
+				m.Spec.Provider, m.Finalizers, m.DeletionTimestamp = "ovirt-prod", []string{infrav1.MachineFinalizer}, &metav1.Time{Time: time.Now()}
+			})}, []string{"1 OVirtMachine names OVirtProvider ovirt-prod in spec.provider: default/worker-abc123;"}, nil},
+		{"more than ten machines are counted, ten are named", provider("ovirt-prod"), many,
+			[]string{"12 OVirtMachines name OVirtProvider ovirt-prod", "team-a/worker-09 and 2 more;"}, []string{"worker-10", "worker-11"}},
+		{"clusterctl move deletes a provider whatever names it", provider("ovirt-prod", func(p *infrav1.OVirtProvider) {
+			p.Annotations = map[string]string{"clusterctl.cluster.x-k8s.io/delete-for-move": ""}
+		}), []client.Object{machineIn("default", "worker-a", "ovirt-prod")}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := readerWithObjects(tt.objects...)
+			_, err := (&OVirtProviderWebhook{Reader: r, Machines: r}).ValidateDelete(context.Background(), tt.provider)
+			if tt.wantErr == nil {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			for _, want := range tt.wantErr {
+				g.Expect(err.Error()).To(ContainSubstring(want))
+			}
+			for _, n := range tt.notIn {
+				g.Expect(err.Error()).NotTo(ContainSubstring(n))
+			}
+		})
+	}
+}
+
+// TestValidateOVirtProviderDeleteFailsWhenMachinesCannotBeListed: without the list the answer is
+// unknown; the deletion is refused with a retry hint rather than admitted blindly.
+func TestValidateOVirtProviderDeleteFailsWhenMachinesCannotBeListed(t *testing.T) {
+	g := NewWithT(t)
+	_, err := (&OVirtProviderWebhook{Machines: failingReader{}}).ValidateDelete(context.Background(), provider("ovirt-prod"))
+	g.Expect(apierrors.IsInternalError(err)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("listing the OVirtMachines that name OVirtProvider ovirt-prod: connection refused; retry the deletion"))
+}
+
+func TestValidateOVirtProviderUpdateWarnsAboutShutOutMachines(t *testing.T) {
+	objects := []client.Object{
+		namespace("team-a", nil), namespace("team-b", map[string]string{"env": "prod"}), namespace("team-c", nil),
+		machineIn("team-a", "a-0", "ovirt-prod"), machineIn("team-a", "a-1", "ovirt-prod"),
+		machineIn("team-b", "b-0", "ovirt-prod"), machineIn("team-c", "c-0", "ovirt-dev"),
+	}
+	tests := []struct {
+		name    string
+		old     func(*infrav1.OVirtProvider)
+		update  func(*infrav1.OVirtProvider)
+		wantOne string
+	}{
+		{"restricting to a list warns about the machines of the other namespaces", nil, allowing([]string{"team-b"}, nil),
+			"spec.allowedNamespaces no longer allows namespaces in which OVirtMachines name OVirtProvider ovirt-prod: team-a (2 OVirtMachines); " +
+				"the manager stops using the provider for them"},
+		{"restricting to a selector warns likewise", nil, allowing(nil, map[string]string{"env": "prod"}), "team-a (2 OVirtMachines)"},
+		{"shutting out two namespaces names both", nil, allowing([]string{"team-c"}, nil), "team-a (2 OVirtMachines), team-b (1 OVirtMachine)"},
+		{"a restriction that keeps every user is no warning", nil, allowing([]string{"team-a"}, map[string]string{"env": "prod"}), ""},
+		{"lifting the restriction is no warning", allowing([]string{"team-c"}, nil), func(p *infrav1.OVirtProvider) { p.Spec.AllowedNamespaces = nil }, ""},
+		{"a change of another field is no warning", allowing([]string{"team-c"}, nil), func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = new(bool) }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			old := provider("ovirt-prod")
+			if tt.old != nil {
+				tt.old(old)
+			}
+			obj := old.DeepCopy()
+			tt.update(obj)
+			r := readerWithObjects(objects...)
+			warnings, err := (&OVirtProviderWebhook{Reader: r, Machines: r}).ValidateUpdate(context.Background(), old, obj)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tt.wantOne == "" {
+				g.Expect(warnings).To(BeEmpty())
+				return
+			}
+			g.Expect(warnings).To(ConsistOf(ContainSubstring(tt.wantOne)))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -17,6 +18,7 @@ import (
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/provideraccess"
 )
 
 // ClearFailureAnnotation asks the manager to clear status.failureReason and
@@ -31,15 +33,21 @@ import (
 const ClearFailureAnnotation = "capov.infrastructure.cluster.x-k8s.io/clear-failure"
 
 // SetupWithManager registers the defaulting and validating webhooks of every CAPOV kind with the
-// manager's webhook server. OVirtProviders are read through the manager's cache (read-only); the
-// informer is registered here so that the cache can be built with ReaderFailOnMissingInformer and
-// never starts an informer for anything else (no Secrets).
+// manager's webhook server. OVirtProviders and Namespaces (for spec.allowedNamespaces.selector)
+// are read through the manager's cache (read-only); their informers are registered here so that
+// the cache can be built with ReaderFailOnMissingInformer and never starts an informer for
+// anything else (no Secrets). OVirtMachines are listed uncached, only when an OVirtProvider is
+// deleted or its allowedNamespaces change: caching every machine for that would cost memory for
+// nothing.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.Gates) error {
 	if _, err := mgr.GetCache().GetInformer(ctx, &infrav1.OVirtProvider{}); err != nil {
 		return fmt.Errorf("registering the OVirtProvider informer: %w", err)
 	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return fmt.Errorf("registering the Namespace informer: %w", err)
+	}
 	reader := mgr.GetCache()
-	if err := (&OVirtProviderWebhook{}).SetupWithManager(mgr); err != nil {
+	if err := (&OVirtProviderWebhook{Reader: reader, Machines: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&OVirtClusterWebhook{}).SetupWithManager(mgr); err != nil {
@@ -98,6 +106,23 @@ func getProvider(ctx context.Context, r client.Reader, name string) (*infrav1.OV
 		return nil, apierrors.NewInternalError(fmt.Errorf("reading OVirtProvider %q to resolve spec.diskclone: %w; retry the request", name, err))
 	}
 	return p, nil
+}
+
+// checkProviderAccess refuses spec.provider (at path) when its OVirtProvider does not allow
+// namespace (spec.allowedNamespaces, see provideraccess.Allowed). A provider that does not exist
+// yet (nil) is not refused here: the manager reports it on the machine.
+func checkProviderAccess(ctx context.Context, r client.Reader, provider *infrav1.OVirtProvider, namespace string, path *field.Path) (field.ErrorList, error) {
+	if provider == nil {
+		return nil, nil
+	}
+	ok, why, err := provideraccess.Allowed(ctx, r, provider, namespace)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%w; retry the request", err))
+	}
+	if !ok {
+		return field.ErrorList{field.Forbidden(path, why)}, nil
+	}
+	return nil, nil
 }
 
 // changedFields returns the paths of the fields of two structs of the same type that differ,

@@ -95,15 +95,21 @@ func TestChartRBACMatchesTheGeneratedRoles(t *testing.T) {
 		file, kind, chartName string
 	}{
 		{"config/rbac/role.yaml", "ClusterRole", "capov-manager-role"},
+		{"config/rbac/role.yaml", "Role", "capov-manager-role"},
 		{"config/rbac/leader_election_role.yaml", "Role", "capov-leader-election-role"},
 		{"config/rbac/metrics_reader_role.yaml", "ClusterRole", "capov-metrics-reader"},
 		{"config/rbac/webhook/role.yaml", "ClusterRole", "capov-webhook-role"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.chartName, func(t *testing.T) {
+		t.Run(tt.kind+"/"+tt.chartName, func(t *testing.T) {
 			g := NewWithT(t)
-			objs := readObjects(t, tt.file)
-			g.Expect(objs).To(HaveLen(1))
+			var objs []*unstructured.Unstructured
+			for _, o := range readObjects(t, tt.file) {
+				if o.GetKind() == tt.kind {
+					objs = append(objs, o)
+				}
+			}
+			g.Expect(objs).To(HaveLen(1), "one %s in %s", tt.kind, tt.file)
 			var want []rbacv1.PolicyRule
 			if tt.kind == "Role" {
 				role := &rbacv1.Role{}
@@ -145,27 +151,36 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		default:
 			continue
 		}
-		byRole[o.GetName()] = permissions(rules)
+		byRole[o.GetKind()+"/"+o.GetName()] = permissions(rules)
 	}
 	g := NewWithT(t)
-	g.Expect(byRole).To(HaveLen(4))
+	g.Expect(byRole).To(HaveLen(5))
 	for name, perms := range byRole {
 		for _, p := range perms {
 			g.Expect(p).NotTo(ContainSubstring("*"), "%s grants a wildcard: %s", name, p)
 			g.Expect(p).NotTo(MatchRegexp(` (escalate|bind|impersonate)$`), "%s: %s", name, p)
 		}
 	}
-	g.Expect(byRole["capov-webhook-role"]).To(Equal([]string{
+	g.Expect(byRole["ClusterRole/capov-webhook-role"]).To(Equal([]string{
 		"authentication.k8s.io/tokenreviews  create",
 		"authorization.k8s.io/subjectaccessreviews  create",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  get",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  list",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  watch",
 	}), "the webhook reads OVirtProviders and checks metrics callers, nothing else (no Secrets)")
-	g.Expect(byRole["capov-metrics-reader"]).To(Equal([]string{"url /metrics get"}))
-	for _, p := range byRole["capov-manager-role"] {
-		g.Expect(p).NotTo(MatchRegexp(`^/secrets .*(create|delete)$`), "the manager never creates or deletes Secrets")
+	g.Expect(byRole["ClusterRole/capov-metrics-reader"]).To(Equal([]string{"url /metrics get"}))
+	for _, role := range []string{"ClusterRole/capov-manager-role", "Role/capov-manager-role"} {
+		for _, p := range byRole[role] {
+			g.Expect(p).NotTo(MatchRegexp(`^/secrets .*(create|delete)$`), "the manager never creates or deletes Secrets")
+		}
 	}
+	// Cluster-wide the manager only reads Secrets; TestManagerReadsSecretsEverywhereAndWritesOnlyItsCredentials
+	// follows the bindings.
+	g.Expect(byRole["ClusterRole/capov-manager-role"]).To(ContainElement("/secrets  get"))
+	g.Expect(byRole["ClusterRole/capov-manager-role"]).NotTo(ContainElement(MatchRegexp(`^/secrets  (list|watch|patch|update)$`)))
+	g.Expect(byRole["Role/capov-manager-role"]).To(Equal([]string{
+		"/secrets  get", "/secrets  list", "/secrets  patch", "/secrets  update", "/secrets  watch",
+	}), "the Role of the credentials namespace holds the Secrets the manager caches and patches")
 
 	// Each ServiceAccount is bound to its own roles only.
 	subjects := map[string][]string{}
@@ -175,21 +190,22 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			b := &rbacv1.RoleBinding{}
 			decodeStrict(t, o, b)
 			for _, s := range b.Subjects {
-				subjects[b.RoleRef.Name] = append(subjects[b.RoleRef.Name], s.Kind+"/"+s.Namespace+"/"+s.Name)
+				subjects[b.RoleRef.Kind+"/"+b.RoleRef.Name] = append(subjects[b.RoleRef.Kind+"/"+b.RoleRef.Name], s.Kind+"/"+s.Namespace+"/"+s.Name)
 			}
 		case "ClusterRoleBinding":
 			b := &rbacv1.ClusterRoleBinding{}
 			decodeStrict(t, o, b)
 			for _, s := range b.Subjects {
-				subjects[b.RoleRef.Name] = append(subjects[b.RoleRef.Name], s.Kind+"/"+s.Namespace+"/"+s.Name)
+				subjects[b.RoleRef.Kind+"/"+b.RoleRef.Name] = append(subjects[b.RoleRef.Kind+"/"+b.RoleRef.Name], s.Kind+"/"+s.Namespace+"/"+s.Name)
 			}
 		}
 	}
 	g.Expect(subjects).To(Equal(map[string][]string{
-		"capov-manager-role":         {"ServiceAccount/" + namespace + "/capov-manager"},
-		"capov-leader-election-role": {"ServiceAccount/" + namespace + "/capov-manager"},
-		"capov-webhook-role":         {"ServiceAccount/" + namespace + "/capov-webhook"},
-		"capov-metrics-reader":       {"Group//monitoring"},
+		"ClusterRole/capov-manager-role":   {"ServiceAccount/" + namespace + "/capov-manager"},
+		"Role/capov-manager-role":          {"ServiceAccount/" + namespace + "/capov-manager"},
+		"Role/capov-leader-election-role":  {"ServiceAccount/" + namespace + "/capov-manager"},
+		"ClusterRole/capov-webhook-role":   {"ServiceAccount/" + namespace + "/capov-webhook"},
+		"ClusterRole/capov-metrics-reader": {"Group//monitoring"},
 	}))
 }
 

@@ -59,6 +59,8 @@ func TestDefaultsRenderTheDocumentedObjects(t *testing.T) {
 		"ClusterRoleBinding/capov-webhook-rolebinding",
 		"Role/capov-leader-election-role",
 		"RoleBinding/capov-leader-election-rolebinding",
+		"Role/capov-manager-role",
+		"RoleBinding/capov-manager-rolebinding",
 		"ServiceAccount/capov-manager",
 		"ServiceAccount/capov-webhook",
 		"Deployment/capov-controller-manager",

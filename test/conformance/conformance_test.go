@@ -159,7 +159,7 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		m := harness.Machine(cluster, "contract-probe", "bootstrap-data")
 		om := harness.OVirtMachine(m, machineTemplate("unused", "rhcos-4.14", 2).Spec.Template.Spec)
 		om.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
-		om.Spec.ProviderID = "ovirt://contract-probe"
+		om.Spec.ProviderID = "ovirt://c0471ac7-0000-4000-8000-000000000001"
 		Expect(mgmt.Create(ctx, om)).To(Succeed())
 		Expect(mgmt.Create(ctx, m)).To(Succeed())
 
@@ -199,7 +199,7 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 			got := &clusterv1.Machine{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
 			g.Expect(got.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
-			g.Expect(got.Spec.ProviderID).To(Equal("ovirt://contract-probe"))
+			g.Expect(got.Spec.ProviderID).To(Equal("ovirt://c0471ac7-0000-4000-8000-000000000001"))
 			g.Expect(got.Status.Addresses).To(ContainElement(HaveField("Address", "10.0.9.9")))
 			c := findCondition(got.Status.Conditions, clusterv1.InfrastructureReadyCondition)
 			g.Expect(c).NotTo(BeNil())

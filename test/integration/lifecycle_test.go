@@ -22,7 +22,10 @@ import (
 	"github.com/capov/capov/test/ovirtsim"
 )
 
-func TestProviderBecomesReadyAndOwnsItsSecret(t *testing.T) {
+// TestProviderBecomesReadyAndLeavesItsSecretUnowned: the provider connects; it never owns its
+// credentials Secret (an owner reference lets the garbage collector delete the Secret with the
+// provider).
+func TestProviderBecomesReadyAndLeavesItsSecretUnowned(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	g.Eventually(func(g Gomega) {
@@ -36,7 +39,7 @@ func TestProviderBecomesReadyAndOwnsItsSecret(t *testing.T) {
 		g.Expect(providerV1Beta1(p).FailureReason).To(BeNil())
 		s := &corev1.Secret{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: credentialsNamespace, Name: credentialsSecret}, s)).To(Succeed())
-		g.Expect(s.OwnerReferences).To(ContainElement(HaveField("UID", p.UID)))
+		g.Expect(s.OwnerReferences).NotTo(ContainElement(HaveField("UID", p.UID)))
 	}, timeout, interval).Should(Succeed())
 	p := &infrav1.OVirtProvider{ObjectMeta: metaName(mainProvider)}
 	eventuallyEvent(t, p, "Connected")

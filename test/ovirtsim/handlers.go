@@ -95,13 +95,16 @@ func (rq *apiReq) maxParam() (int, *apiError) {
 	return n, nil
 }
 
-// renderCtx parses follow and all_content; call with s.mu held.
+// renderCtx parses follow and checks all_content; call with s.mu held.
+// all_content changes nothing here: it adds only what is not simulated
+// (console, the OVF in initialization.configuration.data, rng_source,
+// soundcard, virtio_scsi; BackendVmResource.doPopulate), while the
+// initialization is in every VM answer.
 func (s *Simulator) renderCtx(rq *apiReq) (*renderCtx, *apiError) {
-	all, aerr := rq.boolParam("all_content", false)
-	if aerr != nil {
+	if _, aerr := rq.boolParam("all_content", false); aerr != nil {
 		return nil, aerr
 	}
-	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, allContent: all, guest: &s.guestIfaces,
+	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, guest: &s.guestIfaces,
 		seed: uint64(s.built.RandomSeed), n: s.renders.Add(1)}
 	if f := rq.q.Get("follow"); f != "" && !s.ignoreFollow {
 		rc.follow = map[string]bool{}
@@ -200,7 +203,7 @@ func writeOne[T any](rq *apiReq, status int, obj *T, write func(*ovirtsdk.XMLWri
 
 func hRoot(s *Simulator, rq *apiReq) {
 	s.mu.RLock()
-	api := renderAPI(s.inv, time.Now())
+	api := renderAPI(s.inv, s.instanceIDFor(s.inv.version), time.Now())
 	s.mu.RUnlock()
 	writeOne(rq, 200, api, ovirtsdk.XMLApiWriteOne)
 }
@@ -1094,10 +1097,18 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 		u.osType = str(o.Type())
 	}
 	if in, ok := v.Initialization(); ok {
-		u.customScript = str(in.CustomScript())
-		u.hostName = str(in.HostName())
-		u.initUser = str(in.UserName())
-		u.sshKeys = str(in.AuthorizedSshKeys())
+		if !hasInitSubTag(in) {
+			// InitializationMapper.map returns null without a sub-tag, and
+			// VmHandler.updateVmInitToDB then removes the VM's vm_init.
+			none := ""
+			u.customScript, u.hostName, u.initUser, u.sshKeys = &none, &none, &none, &none
+		}
+		// Otherwise the given sub-tags are mapped onto the stored vm_init
+		// (the others stay); an empty <custom_script/> is "", which clears it.
+		u.customScript = orStr(str(in.CustomScript()), u.customScript)
+		u.hostName = orStr(str(in.HostName()), u.hostName)
+		u.initUser = orStr(str(in.UserName()), u.initUser)
+		u.sshKeys = orStr(str(in.AuthorizedSshKeys()), u.sshKeys)
 	}
 	if cpu, ok := v.Cpu(); ok {
 		if tp, ok := cpu.Topology(); ok {
@@ -1127,6 +1138,35 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 	return u
 }
 
+// orStr returns a unless it is nil, else b.
+func orStr(a, b *string) *string {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// hasInitSubTag reports whether in sets one of the sub-tags that
+// InitializationMapper.map(Initialization, VmInit) reads; without any it maps
+// to no vm_init at all. configuration and regenerate_ids are not among them
+// (they belong to imports).
+func hasInitSubTag(in *ovirtsdk.Initialization) bool {
+	set := func(_ any, ok bool) bool { return ok }
+	return set(in.HostName()) || set(in.Domain()) || set(in.Timezone()) || set(in.AuthorizedSshKeys()) ||
+		set(in.RegenerateSshKeys()) || set(in.DnsServers()) || set(in.DnsSearch()) ||
+		set(in.WindowsLicenseKey()) || set(in.RootPassword()) || set(in.CustomScript()) ||
+		set(in.NicConfigurations()) || set(in.InputLocale()) || set(in.UiLanguage()) ||
+		set(in.SystemLocale()) || set(in.UserLocale()) || set(in.UserName()) ||
+		set(in.ActiveDirectoryOu()) || set(in.OrgName()) || set(in.CloudInit()) ||
+		set(in.CloudInitNetworkProtocol())
+}
+
+// hUpdateVM is PUT /vms/{id} (UpdateVmCommand). The comment and the
+// initialization are @EditableVmField without onStatuses in VmBase: editable in
+// every VM status and applied at once, never a next-run configuration
+// (VmHandler.isUpdateValid; updateVmInitToDB runs whatever the status).
+// UpdateVmCommand.validate has no status check; what refuses an update is a
+// lock held by another command (see below).
 func hUpdateVM(s *Simulator, rq *apiReq) {
 	body, aerr := parseBody(rq, "vm", ovirtsdk.XMLVmReadOne)
 	if aerr != nil {
@@ -1140,6 +1180,13 @@ func hUpdateVM(s *Simulator, rq *apiReq) {
 	var o *ovirtsdk.Vm
 	if aerr == nil && v == nil {
 		aerr = notFound(rq.ids[0])
+	}
+	if aerr == nil && v.status(rc.now) == "image_locked" {
+		// A VM is image_locked while AddVmCommand makes its disks, and that
+		// command keeps its exclusive VM_NAME lock (ACTION_TYPE_FAILED_OBJECT_LOCKED)
+		// until they are done. UpdateVmCommand takes the same lock, and the lock
+		// manager answers with the holder's message (InMemoryLockManager).
+		aerr = cannot(409, "edit VM", relatedOpWhy)
 	}
 	if aerr == nil {
 		if aerr = s.inv.updateVM(v, u, rc.now); aerr == nil {

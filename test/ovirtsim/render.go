@@ -36,7 +36,6 @@ type renderCtx struct {
 	now        time.Time
 	guestAgent bool
 	follow     map[string]bool
-	allContent bool
 	guest      *GuestInterfaces // what guest agents report besides lo and ethN; nil renders no devices
 	seed, n    uint64           // random seed and request number: the order of reported devices
 	rng        *rand.Rand       // made from seed and n on first use
@@ -126,12 +125,17 @@ func osType(t string) *ovirtsdk.OperatingSystem {
 	return o
 }
 
-func renderAPI(inv *inventory, now time.Time) *ovirtsdk.Api {
+// renderAPI renders GET /api. instanceID is left out when empty, as engines
+// before 4.4.3 do (BackendApiResource.addSystemVersion sets it from the
+// InstanceId option).
+func renderAPI(inv *inventory, instanceID string, now time.Time) *ovirtsdk.Api {
 	api := &ovirtsdk.Api{}
 	pi := &ovirtsdk.ProductInfo{}
 	pi.SetName("oVirt Engine")
 	pi.SetVendor("ovirt.org")
-	pi.SetInstanceId("00000000-0000-0000-0000-0000000051a7")
+	if instanceID != "" {
+		pi.SetInstanceId(instanceID)
+	}
 	v := &ovirtsdk.Version{}
 	ev := inv.version
 	v.SetMajor(int64(ev.major))
@@ -386,6 +390,32 @@ func renderNICs(v *vm, rc *renderCtx, withRD bool) *ovirtsdk.NicSlice {
 	return s
 }
 
+// renderInitialization renders the VM's vm_init as VmMapper does on every GET
+// of a VM, the list included (GetVmByVmIdQuery and GetVmsInit load it;
+// all_content is not needed), or nil when it has none. The engine writes
+// every non-null field, so after <custom_script></custom_script> it answers
+// an empty custom_script; the simulator stores no null and leaves empty
+// fields out: a client must take an empty and a missing one alike.
+func renderInitialization(v *vm) *ovirtsdk.Initialization {
+	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" {
+		return nil
+	}
+	in := &ovirtsdk.Initialization{}
+	if v.hostName != "" {
+		in.SetHostName(esc(v.hostName))
+	}
+	if v.sshKeys != "" {
+		in.SetAuthorizedSshKeys(esc(v.sshKeys))
+	}
+	if v.customScript != "" {
+		in.SetCustomScript(esc(v.customScript))
+	}
+	if v.initUser != "" {
+		in.SetUserName(esc(v.initUser))
+	}
+	return in
+}
+
 // renderVM renders a VM; status overrides the computed status when not empty.
 func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 	o := &ovirtsdk.Vm{}
@@ -420,16 +450,13 @@ func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 	if !v.stopTime.IsZero() && status == "down" {
 		o.SetStopTime(v.stopTime)
 	}
-	if rc.allContent && (v.customScript != "" || v.hostName != "") {
-		in := &ovirtsdk.Initialization{}
-		if v.customScript != "" {
-			in.SetCustomScript(esc(v.customScript))
-		}
-		if v.hostName != "" {
-			in.SetHostName(esc(v.hostName))
-		}
+	if in := renderInitialization(v); in != nil {
 		o.SetInitialization(in)
 	}
+	// Updates are applied at once here (the comment and the initialization
+	// need no restart on the engine either), so nothing is ever pending;
+	// VmMapper always writes the flag.
+	o.SetNextRunConfigurationExists(false)
 	if rc.follows("disk_attachments") || rc.follows("disk_attachments.disk") {
 		o.SetDiskAttachments(renderAttachments(v.disks, rc.follows("disk_attachments.disk"), rc.now))
 	}

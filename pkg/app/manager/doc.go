@@ -7,6 +7,11 @@ package manager
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// Secrets: bootstrap data, kubeconfigs and credentials (see the chart's RBAC for how far each
-// verb reaches).
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch;update
+// Secrets. Everywhere only get: the bootstrap data Secret of a Machine is read with the uncached
+// API reader, the <cluster>-kubeconfig Secret by the ClusterCache's uncached Secret client, one
+// named Secret at a time. The rest only in --credentials-namespace ("system" becomes the
+// operator namespace in config/default; the chart renders the same Role there): the manager's
+// cache of Secrets is limited to that namespace (list, watch) and the OVirtProvider reconciler
+// patches the credentials Secrets. No create or delete anywhere.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;patch;update

@@ -162,12 +162,13 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	intervals.VMPoll = opts.VMPollInterval
 	intervals.NodePoll = opts.NodePollInterval
 	intervals.ShutdownTimeout = opts.ShutdownTimeout
+	intervals.LockedPatience = opts.LockedPatience
 	intervals.VMRefresh = opts.SyncPeriod
 	intervals.Retry = opts.RetryInterval
 	intervals.NonSystemDiskRetry = opts.NonSystemDiskRetryInterval
 	if err := (&controllers.OVirtMachineReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector, ClusterCache: clusterCache,
-		Recorder: mgr.GetEventRecorder("ovirtmachine-controller"), Gates: gates, Intervals: intervals,
+		Recorder: mgr.GetEventRecorder("ovirtmachine-controller"), Gates: gates, Intervals: intervals, KeepBootstrapData: opts.KeepBootstrapData,
 		WatchFilterValue: opts.WatchFilter,
 	}).SetupWithManager(ctx, mgr, concurrency[machineController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachine controller: %w", err)

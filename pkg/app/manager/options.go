@@ -55,6 +55,11 @@ type Options struct {
 	NodePollInterval time.Duration
 	// ShutdownTimeout is how long a graceful shutdown may take before a VM is stopped hard.
 	ShutdownTimeout time.Duration
+	// KeepBootstrapData leaves the bootstrap data in oVirt after the Node registered.
+	KeepBootstrapData bool
+	// LockedPatience is how long a VM may stay image_locked before it is reported and polled
+	// less often.
+	LockedPatience time.Duration
 	// RetryInterval is how often a step waiting for a change in oVirt is retried.
 	RetryInterval time.Duration
 	// NonSystemDiskRetryInterval is how often a deletion blocked by a non-system disk is retried.
@@ -130,6 +135,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.VMPollInterval, "vm-poll-interval", 10*time.Second, "How often a VM is re-read while oVirt creates, resizes or starts it.")
 	fs.DurationVar(&o.NodePollInterval, "node-poll-interval", 15*time.Second, "How often the workload cluster is checked for the Node of a running VM.")
 	fs.DurationVar(&o.ShutdownTimeout, "vm-shutdown-timeout", 5*time.Minute, "How long a VM may take to shut down gracefully on deletion before it is powered off.")
+	fs.BoolVar(&o.KeepBootstrapData, "keep-bootstrap-data", false, "Keep the bootstrap data (join token; for control planes, CA keys) in the VM's initialization.custom_script in oVirt after the Node registered; by default it is cleared then, since the Engine shows it to anyone who may read the VM.")
+	fs.DurationVar(&o.LockedPatience, "vm-locked-patience", 30*time.Minute, "How long a VM may stay image_locked before its condition says VMLockedTooLong, a Warning event is emitted and it is read only every 5 minutes (0: never).")
 	fs.DurationVar(&o.RetryInterval, "retry-interval", time.Minute, "How often a step that waits for a change in oVirt (missing template, vNIC profile, storage domain, refused request) is retried.")
 	fs.DurationVar(&o.NonSystemDiskRetryInterval, "non-system-disk-retry-interval", time.Minute, "How often the deletion of a VM with a non-system (CSI) disk attached is retried.")
 	fs.Float64Var(&o.OVirtQPS, "ovirt-qps", 20, "Maximum oVirt API calls per second per OVirtProvider (token bucket).")
@@ -163,6 +170,7 @@ func (o *Options) Validate() error {
 		{o.VMPollInterval > 0, "--vm-poll-interval must be positive"},
 		{o.NodePollInterval > 0, "--node-poll-interval must be positive"},
 		{o.ShutdownTimeout >= 0, "--vm-shutdown-timeout must not be negative"},
+		{o.LockedPatience >= 0, "--vm-locked-patience must not be negative"},
 		{o.RetryInterval > 0, "--retry-interval must be positive"},
 		{o.NonSystemDiskRetryInterval > 0, "--non-system-disk-retry-interval must be positive"},
 		{o.OVirtQPS > 0 && o.OVirtBurst >= 1, "--ovirt-qps must be positive and --ovirt-burst at least 1"},

@@ -190,10 +190,25 @@ func TestOVirtProviderAdmission(t *testing.T) {
 		}), nil, []string{"spec.user and spec.pass are deprecated and will be removed: create a Secret in the capov-system namespace"}},
 		{"an http engine URL is refused by the webhook", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
 			p.Spec.Engine = "http://ovirt.example.com/ovirt-engine/api"
-		}), []string{`spec.engine: Invalid value: "http://ovirt.example.com/ovirt-engine/api": uses http, which sends the password in clear text; use https`}, nil},
-		{"an http engine URL with tls.insecure is admitted", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
+		}), []string{`spec.engine: Invalid value: "http://ovirt.example.com/ovirt-engine/api": uses http, which would send the oVirt password in clear text, and is refused`}, nil},
+		{"an http engine URL with tls.insecure is refused too", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
 			p.Spec.Engine, p.Spec.TLS = "http://ovirt.example.com/ovirt-engine/api", &infrav1.OVirtProviderTLS{Insecure: true}
+		}), []string{"uses http, which would send the oVirt password in clear text, and is refused (also with spec.tls.insecure: true, which only skips certificate verification)"}, []string{"spec.tls.insecure is true"}},
+		{"tls.insecure alone is admitted with a warning that names the field and the fix", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
+			p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true}
+		}), nil, []string{"spec.tls.insecure is true: the Engine certificate is not verified, so anyone on the network path can pose as the Engine and receive the oVirt password; " +
+			"for development and diagnosis only: remove spec.tls.insecure and set spec.tls.certs"}},
+		{"allowedNamespaces with a list and a selector is admitted", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"team-a"},
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"capov.example.com/ovirt": "true"}}}
 		}), nil, nil},
+		{"an allowedNamespaces entry that is no namespace name is refused", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"Team_A"}}
+		}), []string{`spec.allowedNamespaces.list[0]: Invalid value: "Team_A": must be the name of a namespace`}, nil},
+		{"an invalid allowedNamespaces selector is refused", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn}}}}
+		}), []string{"spec.allowedNamespaces.selector.matchExpressions[0].values: Required value"}, nil},
 		{"an ftp engine URL is refused by the CRD schema", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
 			p.Spec.Engine = "ftp://ovirt.example.com"
 		}), []string{"spec.engine"}, nil},
@@ -208,7 +223,7 @@ func TestOVirtProviderAdmission(t *testing.T) {
 		}), nil, nil},
 		{"insecure together with certs is admitted with a warning", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) {
 			p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true, Certs: caBase64(t)}
-		}), nil, []string{"spec.tls.insecure is true, so the Engine certificate is not verified"}},
+		}), nil, []string{"spec.tls.insecure is true: the Engine certificate is not verified (spec.tls.certs / spec.tls.cert are ignored while it is set)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,7 +297,10 @@ func TestOVirtMachineAdmission(t *testing.T) {
 		}), []string{"spec.nics[1].vnicprofile: Required value: set the name of the oVirt vNIC profile"}, nil, false, ""},
 		{"a blank provider is refused by the webhook", newMachine("  "), []string{"spec.provider: Required value"}, nil, false, ""},
 		{"a malformed providerID is refused by the webhook", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vsphere://42" }),
-			[]string{`spec.providerID: Invalid value: "vsphere://42": must be ovirt://<vm-id>`}, nil, false, ""},
+			[]string{`spec.providerID: Invalid value: "vsphere://42": must be ovirt://<vm-id> with the oVirt VM id, a UUID (8-4-4-4-12 hex digits`,
+				"the manager sets it itself once it has created the VM: remove spec.providerID from the manifest"}, nil, false, ""},
+		{"a providerID whose VM id is no UUID is refused by the webhook", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://42" }),
+			[]string{`spec.providerID: Invalid value: "ovirt://42": must be ovirt://<vm-id>`}, nil, false, ""},
 		// The CRD schema checks these before the validating webhook is called; the webhook
 		// checks them too (defense in depth, see the unit tests), here the schema answers.
 		{"an OS disk above 65536 GiB is refused", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.OSDiskSizeGB = 70000 }),
@@ -339,7 +357,7 @@ func TestOVirtMachineSpecIsImmutableExceptProviderIDOnce(t *testing.T) {
 	g.Expect(c.Update(ctx, withID)).To(Succeed(), "the manager sets providerID once")
 
 	otherID := withID.DeepCopy()
-	otherID.Spec.ProviderID = "ovirt://another-vm"
+	otherID.Spec.ProviderID = "ovirt://6f1c2a3e-0000-4000-8000-000000000001"
 	err = c.Update(ctx, otherID)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
 	g.Expect(err.Error()).To(ContainSubstring(`spec.providerID: Forbidden: is set once by the manager and cannot be changed or removed afterwards; keep "ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11"`))

@@ -226,11 +226,11 @@ func TestV1Beta2ObjectsReadAsV1Beta1(t *testing.T) {
 	g.Expect(p1.Spec.CredentialsSecretName).To(Equal(provider.Spec.CredentialsSecretName))
 	g.Expect(p1.Annotations).NotTo(HaveKey(conversion.DataAnnotation))
 
-	m := newMachine(provider.Name, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://42" })
+	m := newMachine(provider.Name, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11" })
 	g.Expect(c.Create(ctx, m)).To(Succeed())
 	m1 := &infrav1beta1.OVirtMachine{}
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(m), m1)).To(Succeed())
-	g.Expect(m1.Spec.ProviderID).To(HaveValue(Equal("ovirt://42")))
+	g.Expect(m1.Spec.ProviderID).To(HaveValue(Equal("ovirt://0b9c3c5e-3f2a-4b8e-9a57-2d1e6f0c1a11")))
 	g.Expect(m1.Spec.Template).To(Equal(m.Spec.Template))
 	g.Expect(m1.Spec.CPU).To(HaveValue(HaveField("Cores", m.Spec.CPU.Cores)))
 
@@ -324,7 +324,7 @@ func TestV1Beta1RequestsGetTheSameAnswers(t *testing.T) {
 		{"a template with a storage domain without cloning", newTemplate(plain, func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
 			"spec.template.spec.storagedomainname"},
 		{"an http engine", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) { p.Spec.Engine = "http://ovirt.example.com/ovirt-engine/api" }),
-			"uses http, which sends the password in clear text"},
+			"uses http, which would send the oVirt password in clear text, and is refused"},
 		{"a cluster endpoint host with a scheme", &infrav1.OVirtCluster{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("cluster"), Namespace: "default"},
 			Spec: infrav1.OVirtClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "https://10.0.1.100", Port: 6443}}}, "must be a bare host name or IP address"},
 	}

@@ -3,9 +3,13 @@
 // controllers, no leader election, no oVirt client).
 package webhook
 
-// The webhook reads OVirtProviders (diskclone and storage-domain defaults) through a read-only
-// cache, and nothing else: in particular no Secrets.
+// The webhook reads OVirtProviders (diskclone and storage-domain defaults, allowedNamespaces)
+// and Namespaces (their labels, for spec.allowedNamespaces.selector) through a read-only cache,
+// and lists OVirtMachines uncached when an OVirtProvider is deleted or its allowedNamespaces
+// change (to name the machines that still use it); nothing else, in particular no Secrets.
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,verbs=list
 
 // The metrics endpoint authenticates and authorizes scrapers through the API server.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

@@ -38,6 +38,7 @@ type Client struct {
 	RemoveNICFunc           func(ctx context.Context, vmID, nicID string) error
 	PowerFunc               func(ctx context.Context, vmID string, action ovirt.PowerAction) error
 	RemoveVMFunc            func(ctx context.Context, vmID string) error
+	UpdateVMFunc            func(ctx context.Context, vmID string, u ovirt.VMUpdate) error
 
 	mu             sync.Mutex
 	nextID         int
@@ -74,6 +75,10 @@ func NewDefaultClient() *Client {
 
 func (c *Client) newID(kind string) string {
 	c.nextID++
+	if kind == "vm" {
+		// VM ids become providerIDs, which must be UUIDs, as the Engine's are.
+		return fmt.Sprintf("00000000-0000-4000-8000-%012d", c.nextID)
+	}
 	return fmt.Sprintf("%s-%d", kind, c.nextID)
 }
 
@@ -219,7 +224,47 @@ func (c *Client) Ping(ctx context.Context) (ovirt.EngineInfo, error) {
 	if c.PingFunc != nil {
 		return c.PingFunc(ctx)
 	}
-	return ovirt.EngineInfo{ProductName: "oVirt Engine (fake)", Version: "4.5.0"}, nil
+	return ovirt.EngineInfo{ProductName: "oVirt Engine (fake)", Version: "4.5.0", InstanceID: FakeEngineInstanceID}, nil
+}
+
+// EngineInfo implements ovirt.Client: what Ping answers (recorded as its own call).
+func (c *Client) EngineInfo(ctx context.Context) (ovirt.EngineInfo, error) {
+	c.mu.Lock()
+	c.record("EngineInfo")
+	c.mu.Unlock()
+	if c.PingFunc != nil {
+		return c.PingFunc(ctx)
+	}
+	return ovirt.EngineInfo{ProductName: "oVirt Engine (fake)", Version: "4.5.0", InstanceID: FakeEngineInstanceID}, nil
+}
+
+// FakeEngineInstanceID is the product_info.instance_id of the fake Engine.
+const FakeEngineInstanceID = "00000000-0000-4000-8000-00000000fa4e"
+
+// UpdateVM implements ovirt.Client.
+func (c *Client) UpdateVM(ctx context.Context, vmID string, u ovirt.VMUpdate) error {
+	c.mu.Lock()
+	c.record("UpdateVM")
+	c.mu.Unlock()
+	if c.UpdateVMFunc != nil {
+		return c.UpdateVMFunc(ctx, vmID, u)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vm, ok := c.vms[vmID]
+	if !ok {
+		return notFound("UpdateVM", "no VM with id %q", vmID)
+	}
+	if u.Comment != nil {
+		vm.Comment = *u.Comment
+	}
+	if u.ClearCustomScript {
+		if spec, ok := c.specs[vmID]; ok {
+			spec.CustomScript = ""
+			c.specs[vmID] = spec
+		}
+	}
+	return nil
 }
 
 // FindCluster implements ovirt.Client.

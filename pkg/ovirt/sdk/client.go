@@ -56,6 +56,7 @@ func (c *client) Ping(ctx context.Context) (ovirt.EngineInfo, error) {
 		}
 		if pi, ok := api.ProductInfo(); ok {
 			info.ProductName, _ = pi.Name()
+			info.InstanceID, _ = pi.InstanceId()
 			if v, ok := pi.Version(); ok {
 				info.Version, _ = v.FullVersion()
 				if info.Version == "" {
@@ -331,8 +332,9 @@ func (c *client) FindVnicProfile(ctx context.Context, cluster *ovirt.Cluster, na
 	})
 }
 
-// GetVM implements ovirt.Client. all_content is not requested: it would
-// return the initialization's custom script (a secret) for nothing.
+// GetVM implements ovirt.Client. The Engine returns the initialization's
+// custom script (bootstrap data, a secret) in every VM answer, with or without
+// all_content: the conversion never copies it out of the SDK's VM.
 //
 // An engine or proxy may ignore follow and return only <link> elements, for
 // which go-ovirt yields empty collections: an empty inline disk list is never
@@ -760,6 +762,53 @@ func (c *client) RemoveVM(ctx context.Context, vmID string) error {
 	}
 	_, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
 		_, err := conn.SystemService().VmsService().VmService(vmID).Remove().Send()
+		return struct{}{}, err
+	})
+	return err
+}
+
+// EngineInfo implements ovirt.Client: the session reads it once (a failed read is not kept).
+func (c *client) EngineInfo(ctx context.Context) (ovirt.EngineInfo, error) {
+	c.s.mu.Lock()
+	info, ok := c.s.engine, c.s.engineKnown
+	c.s.mu.Unlock()
+	if ok {
+		return info, nil
+	}
+	info, err := c.Ping(ctx)
+	if err != nil {
+		return ovirt.EngineInfo{}, err
+	}
+	c.s.mu.Lock()
+	c.s.engine, c.s.engineKnown = info, true
+	c.s.mu.Unlock()
+	return info, nil
+}
+
+// UpdateVM implements ovirt.Client with PUT /vms/{id}. The Engine merges the initialization
+// tags it is sent onto the stored ones, so <initialization><custom_script/></initialization>
+// clears the script and keeps the host name (an empty <initialization/> would remove it all).
+func (c *client) UpdateVM(ctx context.Context, vmID string, u ovirt.VMUpdate) error {
+	const op = "UpdateVM"
+	if vmID == "" {
+		return invalid(op, "VM id is empty")
+	}
+	if u.Comment == nil && !u.ClearCustomScript {
+		return nil
+	}
+	b := ovirtsdk.NewVmBuilder()
+	if u.Comment != nil {
+		b.Comment(xmlText(*u.Comment))
+	}
+	if u.ClearCustomScript {
+		b.InitializationBuilder(ovirtsdk.NewInitializationBuilder().CustomScript(""))
+	}
+	vm, err := b.Build()
+	if err != nil {
+		return invalid(op, "building the VM update: %v", err)
+	}
+	_, err = invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).Update().Vm(vm).Send()
 		return struct{}{}, err
 	})
 	return err

@@ -32,6 +32,9 @@ type session struct {
 	pending *loginAttempt        // the login in progress, shared by all waiters
 	closed  bool
 	breaker breaker
+	// engine is the Engine's product information, read once (engineKnown).
+	engine      ovirt.EngineInfo
+	engineKnown bool
 }
 
 // loginAttempt is a single-flight login: every caller that needs a

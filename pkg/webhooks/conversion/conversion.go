@@ -7,9 +7,10 @@
 // Down-conversion (hub to v1beta1) of OVirtCluster, OVirtMachine and OVirtMachineTemplate stores
 // the hub object, without its metadata, in the annotation cluster.x-k8s.io/conversion-data of the
 // v1beta1 object; up-conversion restores from it what v1beta1 cannot express and drops the
-// annotation, so it is never stored (the storage version is the hub). OVirtProvider carries no
-// such annotation: its spec may hold a password and CA bundles up to 1 MiB (the annotation limit
-// is 256 KiB), and its conversion is lossless without one.
+// annotation, so it is never stored (the storage version is the hub). An OVirtProvider's
+// annotation holds only what v1beta1 lacks, spec.allowedNamespaces, and only when it is set:
+// its spec may hold a password and CA bundles up to 1 MiB (the annotation limit is 256 KiB),
+// which never go into an annotation.
 package conversion
 
 import (
@@ -65,6 +66,12 @@ func ConvertOVirtMachineSpokeToHub(_ context.Context, src *infrav1beta1.OVirtMac
 		return fmt.Errorf("reading the %s annotation of OVirtMachine %s/%s: %w", DataAnnotation, src.Namespace, src.Name, err)
 	}
 	restoreProvisioned(src.Status.Ready, ok, restored.Status.Initialization.Provisioned, &dst.Status.Initialization.Provisioned)
+	if ok {
+		// Status fields v1beta1 has no place for.
+		dst.Status.SystemDisksPending = restored.Status.SystemDisksPending
+		dst.Status.EngineInstanceID = restored.Status.EngineInstanceID
+		dst.Status.BootstrapDataCleared = restored.Status.BootstrapDataCleared
+	}
 	return nil
 }
 
@@ -120,20 +127,37 @@ func ConvertOVirtMachineTemplateHubToSpoke(_ context.Context, src *infrav1.OVirt
 	return marshalHub(src, dst)
 }
 
-// ConvertOVirtProviderSpokeToHub converts a v1beta1 OVirtProvider to v1beta2 (no annotation).
+// ConvertOVirtProviderSpokeToHub converts a v1beta1 OVirtProvider to v1beta2, restoring
+// spec.allowedNamespaces from the conversion-data annotation (and dropping it).
 func ConvertOVirtProviderSpokeToHub(_ context.Context, src *infrav1beta1.OVirtProvider, dst *infrav1.OVirtProvider) error {
 	if err := infrav1beta1.Convert_v1beta1_OVirtProvider_To_v1beta2_OVirtProvider(src, dst, nil); err != nil {
 		return fmt.Errorf("converting OVirtProvider %s to v1beta2: %w", src.Name, err)
 	}
+	// The generated conversion shares the annotation map with src; UnmarshalData deletes from it.
+	dst.SetAnnotations(maps.Clone(dst.GetAnnotations()))
+	restored := &infrav1.OVirtProvider{}
+	ok, err := utilconversion.UnmarshalData(dst, restored)
+	if err != nil {
+		return fmt.Errorf("reading the %s annotation of OVirtProvider %s: %w", DataAnnotation, src.Name, err)
+	}
+	if ok {
+		dst.Spec.AllowedNamespaces = restored.Spec.AllowedNamespaces
+	}
 	return nil
 }
 
-// ConvertOVirtProviderHubToSpoke converts a v1beta2 OVirtProvider to v1beta1 (no annotation).
+// ConvertOVirtProviderHubToSpoke converts a v1beta2 OVirtProvider to v1beta1. When
+// spec.allowedNamespaces is set, a hub object holding only that field goes into the
+// conversion-data annotation; the rest of the spec (password, CA bundles) never does.
 func ConvertOVirtProviderHubToSpoke(_ context.Context, src *infrav1.OVirtProvider, dst *infrav1beta1.OVirtProvider) error {
 	if err := infrav1beta1.Convert_v1beta2_OVirtProvider_To_v1beta1_OVirtProvider(src, dst, nil); err != nil {
 		return fmt.Errorf("converting OVirtProvider %s to v1beta1: %w", src.Name, err)
 	}
-	return nil
+	if src.Spec.AllowedNamespaces == nil {
+		return nil
+	}
+	only := &infrav1.OVirtProvider{Spec: infrav1.OVirtProviderSpec{AllowedNamespaces: src.Spec.AllowedNamespaces.DeepCopy()}}
+	return marshalHub(only, dst)
 }
 
 // marshalHub stores a copy of src (MarshalDataUnsafeNoCopy clears the metadata of what it is

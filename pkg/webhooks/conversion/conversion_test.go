@@ -222,6 +222,59 @@ func TestProviderConversionCarriesNoAnnotation(t *testing.T) {
 	}
 }
 
+// TestProviderAllowedNamespacesRoundTripThroughV1Beta1: spec.allowedNamespaces exists only in
+// v1beta2. A v1beta1 reader gets it in the conversion-data annotation, alone: never the
+// password or the CA bundle of the same spec; writing the object back restores it.
+func TestProviderAllowedNamespacesRoundTripThroughV1Beta1(t *testing.T) {
+	ctx := context.Background()
+	hub := &infrav1.OVirtProvider{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{"team": "infra"}},
+		Spec: infrav1.OVirtProviderSpec{
+			Engine: "https://engine/ovirt-engine/api", User: "admin@internal", Pass: "s3cret-password",
+			TLS: &infrav1.OVirtProviderTLS{Certs: strings.Repeat("QUJD", 200000)},
+			AllowedNamespaces: &infrav1.OVirtProviderAllowedNamespaces{
+				List:     []string{"team-a", "team-b"},
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"capov/ovirt-prod": "true"}},
+			},
+		},
+	}
+	spoke := &infrav1beta1.OVirtProvider{}
+	if err := ConvertOVirtProviderHubToSpoke(ctx, hub.DeepCopy(), spoke); err != nil {
+		t.Fatal(err)
+	}
+	data, ok := spoke.Annotations[DataAnnotation]
+	if !ok {
+		t.Fatal("a v1beta1 OVirtProvider with spec.allowedNamespaces must carry the conversion-data annotation")
+	}
+	for _, secret := range []string{"s3cret-password", "admin@internal", "QUJDQUJD"} {
+		if strings.Contains(data, secret) {
+			t.Errorf("the annotation must hold only spec.allowedNamespaces, it holds %q", secret)
+		}
+	}
+	if !strings.Contains(data, "team-a") || !strings.Contains(data, "capov/ovirt-prod") {
+		t.Errorf("the annotation must hold spec.allowedNamespaces, got %s", data)
+	}
+	if len(data) > 1024 {
+		t.Errorf("the annotation is %d bytes; it should be a small object", len(data))
+	}
+	if spoke.Annotations["team"] != "infra" || hub.Annotations[DataAnnotation] != "" {
+		t.Error("the annotation goes into the v1beta1 object only, next to its own annotations")
+	}
+	back := &infrav1.OVirtProvider{}
+	if err := ConvertOVirtProviderSpokeToHub(ctx, spoke, back); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := back.Annotations[DataAnnotation]; ok {
+		t.Error("a hub object must never carry the conversion-data annotation")
+	}
+	if !apiequality.Semantic.DeepEqual(hub, back) {
+		t.Errorf("OVirtProvider did not round-trip: got %+v", back.Spec.AllowedNamespaces)
+	}
+	if _, ok := spoke.Annotations[DataAnnotation]; !ok {
+		t.Error("up-conversion must not modify its input's annotations")
+	}
+}
+
 // TestConvertersCoverEveryVersion: controller-runtime refuses a hub/spoke converter that misses
 // a version of the scheme; this is what the webhook binary registers.
 func TestConvertersCoverEveryVersion(t *testing.T) {

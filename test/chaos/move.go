@@ -1,0 +1,251 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
+	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/test/harness"
+)
+
+// capiVersion is the Cluster API release the inventory names (the pinned module's).
+const capiVersion = "v1.14.2"
+
+// runMove builds a cluster (a control-plane Machine, workers from the driver), moves it with
+// clusterctl's own mover to a second management cluster that shares the Engine, and deletes it
+// there. The source must leave every VM alone (delete-for-move), the target must adopt every
+// VM by its providerID (the marker names the same namespace/name; the uid changes) and its
+// deletion must remove them all.
+func runMove(ctx context.Context, r *Run) error {
+	if err := r.NewCluster(ctx); err != nil {
+		return err
+	}
+	w := r.W
+	ns := r.Namespace()
+	cp := harness.Machine(r.Cluster.cluster, ns+"-cp", "bootstrap-data")
+	cp.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	cp.Spec.Version = "v1.31.0"
+	if err := createRetrying(ctx, w.C, cp); err != nil {
+		return err
+	}
+	if err := createRetrying(ctx, w.C, harness.OVirtMachine(cp, machineSpec())); err != nil {
+		return err
+	}
+	r.Start = time.Now()
+	r.Driver.Run(ctx, w.Cfg.Duration)
+	r.Driver.Adopt(cp.Name)
+	r.Healed = time.Now()
+	if _, err := r.Driver.WaitConverged(ctx, w.Cfg.Bound); err != nil {
+		r.Violate("converge", Converge, fmt.Sprintf("not converged before the move: %v", err), "namespace "+ns)
+		return r.Finish(ctx)
+	}
+	// clusterctl moves only a provisioned cluster: every Machine with a Node, the control plane
+	// initialized.
+	if err := poll(ctx, w.Cfg.Bound, 250*time.Millisecond, func() (bool, error) {
+		ms := &clusterv1.MachineList{}
+		if err := w.C.List(ctx, ms, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, m := range ms.Items {
+			if !m.Status.NodeRef.IsDefined() {
+				return false, nil
+			}
+		}
+		c := &clusterv1.Cluster{}
+		if err := w.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.Cluster.Name}, c); err != nil {
+			return false, err
+		}
+		return conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition), nil
+	}); err != nil {
+		return fmt.Errorf("the cluster is not provisioned for clusterctl move: %w", err)
+	}
+	before := vmsOf(w, ns)
+
+	target, err := w.Stack.StartManagement(ctx, "mgmt2", logr.Discard(), ManagerFlags, []string{"--debug"})
+	if err != nil {
+		return fmt.Errorf("starting the second management cluster: %w", err)
+	}
+	defer target.Stop()
+	w.addProcess(target.Manager, target.Webhook)
+	w.Watcher.AddClient(target.Env.Client)
+	defer w.Watcher.RemoveClient(target.Env.Client)
+
+	cfg, err := clusterctlconfig.New(ctx, "", clusterctlconfig.InjectReader(clusterctlconfig.NewMemoryReader()))
+	if err != nil {
+		return fmt.Errorf("clusterctl configuration: %w", err)
+	}
+	from := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: w.Stack.KubeconfigPath}, cfg)
+	to := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: target.KubeconfigPath}, cfg)
+	for _, side := range []struct {
+		c  client.Client
+		cc clusterctlcluster.Client
+	}{{w.C, from}, {target.Env.Client, to}} {
+		if err := asIfClusterctlInit(ctx, side.c, side.cc); err != nil {
+			return err
+		}
+	}
+	// Machines of the target's MachineDeployment (kubeconfig, bootstrap data) and the provider
+	// come with the move.
+	moveStart := time.Now()
+	if err := from.ObjectMover().Move(ctx, ns, to, false); err != nil {
+		return fmt.Errorf("clusterctl move: %w", err)
+	}
+	r.Note("clusterctl move of %d machines took %s", len(before), time.Since(moveStart).Round(100*time.Millisecond))
+
+	// The source keeps nothing of the namespace, and no VM went with the deletion.
+	if err := poll(ctx, w.Cfg.Bound, 250*time.Millisecond, func() (bool, error) {
+		oms := &infrav1.OVirtMachineList{}
+		if err := w.C.List(ctx, oms, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return len(oms.Items) == 0, nil
+	}); err != nil {
+		r.Violate("move-source", I5, fmt.Sprintf("the source management cluster still has OVirtMachines in %s after the move: %v", ns, err), "namespace "+ns)
+	}
+	after := vmsOf(w, ns)
+	for id, name := range before {
+		if _, ok := after[id]; !ok {
+			r.Violate("move-lost|"+id, "clusterctl move keeps every VM", fmt.Sprintf("VM %s (%s) was removed by the move", id, name), "VM "+id)
+		}
+	}
+
+	// The credentials Secret must have come along (and stayed in the source); if it did not,
+	// the operator copies it, so that the rest can still be checked.
+	checkMovedSecret(ctx, r, target.Env.Client)
+
+	// The target adopts every VM (by providerID) and refreshes the marker's uid.
+	tc := &Cluster{NS: ns, Name: r.Cluster.Name, MD: r.Cluster.MD, C: target.Env.Client, w: w}
+	if err := poll(ctx, w.Cfg.Bound, 250*time.Millisecond, func() (bool, error) {
+		ready, err := tc.ReadyMachines(ctx)
+		return err == nil && len(ready) == len(before), err
+	}); err != nil {
+		oms, _ := tc.OVirtMachines(ctx)
+		var states []string
+		for i := range oms {
+			states = append(states, oms[i].Name+": "+readyReason(&oms[i]))
+		}
+		r.Violate("move-target", Converge, fmt.Sprintf("the target management cluster did not bring the %d moved machines to Ready within %s: %v",
+			len(before), w.Cfg.Bound, err), states...)
+	} else {
+		ready, _ := tc.ReadyMachines(ctx)
+		var stale []string
+		for _, om := range ready {
+			if _, ok := before[om.Status.VMID]; !ok {
+				r.Violate("move-newvm|"+om.Name, I1, fmt.Sprintf("moved OVirtMachine %s got another VM %s instead of its own", om.Name, om.Status.VMID), "OVirtMachine "+ns+"/"+om.Name)
+			}
+			if vm, ok := w.Sim.VM(om.Status.VMID); ok && MarkerUID(vm.Comment) != string(om.UID) {
+				stale = append(stale, om.Name)
+			}
+		}
+		sort.Strings(stale)
+		if len(stale) > 0 {
+			r.Note("the VM markers of %v still name the source cluster's uid (defect 1: the marker's uid is refreshed after move)", stale)
+		}
+	}
+	// Delete in the target: every VM removed, every finalizer dropped.
+	clean, err := tc.Delete(ctx, w.Cfg.Bound)
+	r.res.Clean = clean
+	return err
+}
+
+// vmsOf returns the VMs whose marker names namespace ns, id -> name.
+func vmsOf(w *World, ns string) map[string]string {
+	out := map[string]string{}
+	for _, vm := range w.Sim.VMs() {
+		if o := MarkerOwner(vm.Comment); len(o) > len(ns) && o[:len(ns)+1] == ns+"/" {
+			out[vm.ID] = vm.Name
+		}
+	}
+	return out
+}
+
+// asIfClusterctlInit gives a management cluster what `clusterctl init` would leave for move:
+// the inventory (core and infrastructure providers) and the clusterctl label on the Cluster API
+// CRDs (ours carry it already).
+func asIfClusterctlInit(ctx context.Context, c client.Client, cc clusterctlcluster.Client) error {
+	inv := cc.ProviderInventory()
+	if err := inv.EnsureCustomResourceDefinitions(ctx); err != nil {
+		return fmt.Errorf("installing the clusterctl inventory CRD: %w", err)
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, crds); err != nil {
+		return err
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if crd.Spec.Group != clusterv1.GroupVersion.Group {
+			continue
+		}
+		if _, ok := crd.Labels[clusterctlv1.ClusterctlLabel]; ok {
+			continue
+		}
+		base := crd.DeepCopy()
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		crd.Labels[clusterctlv1.ClusterctlLabel] = ""
+		if err := c.Patch(ctx, crd, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("labelling CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, p := range []clusterctlv1.Provider{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "capi-system", Name: "cluster-api"}, ProviderName: "cluster-api",
+			Type: string(clusterctlv1.CoreProviderType), Version: capiVersion},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: CredentialsNamespace, Name: "infrastructure-ovirt"}, ProviderName: "ovirt",
+			Type: string(clusterctlv1.InfrastructureProviderType), Version: "v0.2.0"},
+	} {
+		if err := c.Create(ctx, harness.Namespace(p.Namespace)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		list, err := inv.List(ctx)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(list.Items, func(q clusterctlv1.Provider) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
+			continue
+		}
+		if err := inv.Create(ctx, p); err != nil {
+			return fmt.Errorf("registering provider %s in the inventory: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkMovedSecret checks that the credentials Secret reached the target (the moved
+// OVirtProvider cannot connect without it) and stayed in the source. A Secret missing in the
+// target is copied there, as the operator would, so that the adoption and the deletion can still
+// be checked.
+func checkMovedSecret(ctx context.Context, r *Run, target client.Client) {
+	w := r.W
+	key := client.ObjectKey{Namespace: CredentialsNamespace, Name: SecretName}
+	if err := w.C.Get(ctx, key, &corev1.Secret{}); err != nil {
+		r.Violate("move-secret|source", SecretKept, fmt.Sprintf("the credentials Secret is gone from the source management cluster after the move: %v", err),
+			"Secret "+CredentialsNamespace+"/"+SecretName)
+	}
+	err := target.Get(ctx, key, &corev1.Secret{})
+	if err == nil {
+		return
+	}
+	r.Violate("move-secret|target", SecretKept, fmt.Sprintf("clusterctl move did not carry the credentials Secret to the target with its OVirtProvider: %v", err),
+		"Secret "+CredentialsNamespace+"/"+SecretName, "OVirtProvider "+ProviderName)
+	if err := createRetrying(ctx, target, harness.CredentialsSecret(CredentialsNamespace, SecretName, w.Username, w.Password)); err != nil {
+		r.Note("copying the Secret to the target: %v", err)
+		return
+	}
+	r.Note("the credentials Secret was copied to the target by hand")
+}
