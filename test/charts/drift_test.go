@@ -162,12 +162,16 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		}
 	}
 	g.Expect(byRole["ClusterRole/capov-webhook-role"]).To(Equal([]string{
+		"/namespaces  get",
+		"/namespaces  list",
+		"/namespaces  watch",
 		"authentication.k8s.io/tokenreviews  create",
 		"authorization.k8s.io/subjectaccessreviews  create",
+		"infrastructure.cluster.x-k8s.io/ovirtmachines  list",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  get",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  list",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  watch",
-	}), "the webhook reads OVirtProviders and checks metrics callers, nothing else (no Secrets)")
+	}), "the webhook reads OVirtProviders, Namespaces (spec.allowedNamespaces), lists OVirtMachines (a provider in use is not deleted) and checks metrics callers, nothing else (no Secrets)")
 	g.Expect(byRole["ClusterRole/capov-metrics-reader"]).To(Equal([]string{"url /metrics get"}))
 	for _, role := range []string{"ClusterRole/capov-manager-role", "Role/capov-manager-role"} {
 		for _, p := range byRole[role] {
