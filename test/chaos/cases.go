@@ -330,7 +330,7 @@ func runVMNeverStops(ctx context.Context, r *Run) error {
 	if err := w.C.Get(ctx, client.ObjectKeyFromObject(&om), cur); err == nil {
 		if c := conditions.Get(cur, infrav1.MachineDeletedCondition); c == nil || c.Reason != infrav1.VMNotStoppingReason {
 			r.Violate("never-stops-condition", "a VM that does not stop is surfaced in a condition (defect 9)",
-				fmt.Sprintf("after %d failed stops, %s/%s says %s instead of %s", len(stops), om.Namespace, om.Name, deletedReason(cur), infrav1.VMNotStoppingReason),
+				fmt.Sprintf("after %d stop requests the Engine refused (500), %s/%s says %s instead of %s", len(stops), om.Namespace, om.Name, deletedReason(cur), infrav1.VMNotStoppingReason),
 				"OVirtMachine "+om.Namespace+"/"+om.Name, "VM "+vmID)
 		}
 	}
@@ -343,5 +343,65 @@ func runVMNeverStops(ctx context.Context, r *Run) error {
 		r.Violate("never-stops-delete", I5, fmt.Sprintf("OVirtMachine %s/%s still there %s after its VM could stop again: %s",
 			om.Namespace, om.Name, w.Cfg.Bound, deletedReason(cur)), "OVirtMachine "+om.Namespace+"/"+om.Name, "VM "+vmID)
 	}
+	return r.Finish(ctx)
+}
+
+// runEngineSwitched points the OVirtProvider at another Engine (a second simulator with the
+// same inventory and credentials but its own instance id) and deletes Ready machines: that
+// Engine answers 404 for their VMs, which must not be taken for "already deleted" (defect 11):
+// the finalizers stay and the VMs are not leaked. Pointed back, the deletions finish.
+func runEngineSwitched(ctx context.Context, r *Run) error {
+	if err := r.NewCluster(ctx); err != nil {
+		return err
+	}
+	w := r.W
+	r.Start = time.Now()
+	for range max(2, w.Cfg.Machines-1) {
+		if err := r.Driver.CreatePlain(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := r.Driver.WaitConverged(ctx, w.Cfg.Bound); err != nil {
+		return fmt.Errorf("machines not Ready before the switch: %w", err)
+	}
+	ready, err := r.Cluster.ReadyMachines(ctx)
+	if err != nil {
+		return err
+	}
+	other, err := ovirtsim.NewBuilder().WithSeed(simSeed(w.Seed+1000, w.Username, w.Password)).Build()
+	if err != nil {
+		return fmt.Errorf("starting the other Engine: %w", err)
+	}
+	defer other.Close()
+	if err := pointProvider(ctx, w.C, other.URL(), other.CAPEM()); err != nil {
+		return fmt.Errorf("pointing the OVirtProvider at the other Engine: %w", err)
+	}
+	r.Note("OVirtProvider pointed at another Engine (instance id %s instead of %s)", other.InstanceID(), w.Sim.InstanceID())
+	// Let the provider reconnect, then delete the machines.
+	sleep(ctx, 3*time.Second)
+	for i := range ready {
+		r.Driver.Forget(ownerName(&ready[i]))
+		if err := r.Cluster.DeleteMachineOf(ctx, &ready[i]); err != nil {
+			return err
+		}
+	}
+	sleep(ctx, max(8*time.Second, w.Cfg.Duration/2))
+	for i := range ready {
+		om := &ready[i]
+		cur := &infrav1.OVirtMachine{}
+		err := w.C.Get(ctx, client.ObjectKeyFromObject(om), cur)
+		_, vmExists := w.Sim.VM(om.Status.VMID)
+		switch {
+		case apierrors.IsNotFound(err) && vmExists:
+			r.Violate("switched|"+om.Name, I4, fmt.Sprintf("OVirtMachine %s/%s was deleted while the OVirtProvider pointed at another Engine, which does not know its VM %s: the VM is left in the real Engine",
+				om.Namespace, om.Name, om.Status.VMID), "OVirtMachine "+om.Namespace+"/"+om.Name, "VM "+om.Status.VMID)
+		case err == nil:
+			r.Note("%s waits: %s", om.Name, deletedReason(cur))
+		}
+	}
+	if err := pointProvider(ctx, w.C, w.EngineURL, w.Sim.CAPEM()); err != nil {
+		return fmt.Errorf("pointing the OVirtProvider back: %w", err)
+	}
+	r.Healed = time.Now()
 	return r.Finish(ctx)
 }

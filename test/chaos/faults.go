@@ -67,6 +67,8 @@ func Scenarios() []Scenario {
 			Run: runForeignVMs},
 		{Name: "owner-machine-gone", Fault: "the owner Machine disappears (finalizer removed by hand) before its OVirtMachine is deleted", Defects: []int{5},
 			Run: runOwnerMachineGone},
+		{Name: "engine-switched", Fault: "the OVirtProvider is pointed at another Engine (another simulator) while its machines are deleted, then back", Defects: []int{11},
+			Run: runEngineSwitched},
 		{Name: "vm-never-stops", Fault: "a VM being deleted ignores the shutdown and every stop fails: CAPOV must back off and say so", Defects: []int{9},
 			Run: runVMNeverStops},
 		{Name: "mixed", Fault: "a seeded mix of the faults above, one every 2-4 s", Defects: []int{2, 4, 7, 8},
@@ -349,7 +351,8 @@ func between(s, from, to string) string {
 // statusPatchErrors puts the fault proxy between the manager and the API server.
 func statusPatchErrors(ctx context.Context, r *Run) (func(context.Context) error, error) {
 	w := r.W
-	proxy, err := harness.StartAPIFaultProxy(w.Stack.Mgmt.Config, w.Seed)
+	// The proxy forwards as the manager's ServiceAccount, so that the manager keeps its identity.
+	proxy, err := harness.StartAPIFaultProxy(w.managerConfig, w.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -383,9 +386,10 @@ func statusPatchErrors(ctx context.Context, r *Run) (func(context.Context) error
 	}, nil
 }
 
-// webhookDown stops the webhook when a create is in flight, starts it again, then stops it when
-// a delete is in flight and deletes a machine while it is down: deletion must not need the
-// webhook (defect 7).
+// webhookDown stops the webhook when a create is in flight and starts it again; then it
+// deletes a Ready machine, stops the webhook as soon as the manager powers its VM off (mid-
+// delete), and waits for the deletion to finish while the webhook is down: CAPOV's own
+// finalizer removal must not need it (defect 7).
 func webhookDown(ctx context.Context, r *Run) (func(context.Context) error, error) {
 	w := r.W
 	stop := background(ctx, func(ctx context.Context) {
@@ -399,51 +403,52 @@ func webhookDown(ctx context.Context, r *Run) (func(context.Context) error, erro
 		}
 		r.Note("webhook stopped mid-create")
 		sleep(ctx, time.Duration(2000+r.Rnd.IntN(2000))*time.Millisecond)
-		if err := w.StartWebhook(context.WithoutCancel(ctx)); err != nil {
+		ctx = context.WithoutCancel(ctx)
+		if err := w.StartWebhook(ctx); err != nil {
 			r.Note("starting the webhook: %v", err)
 			return
 		}
-		select {
-		case <-w.Watcher.Next(isDelete):
-		case <-ctx.Done():
-			return
-		}
-		if err := w.StopWebhook(); err != nil {
-			r.Note("stopping the webhook: %v", err)
-		}
-		r.Note("webhook stopped mid-delete")
-		defer func() {
-			if err := w.StartWebhook(context.WithoutCancel(ctx)); err != nil {
-				r.Note("starting the webhook: %v", err)
-			}
-		}()
-		// Delete a Ready machine while the webhook is down: CAPOV's own finalizer removal must
-		// not depend on it.
-		ready, err := r.Cluster.ReadyMachines(ctx)
-		if err != nil || len(ready) == 0 {
-			r.Note("no Ready machine to delete while the webhook is down")
-			sleep(ctx, 3*time.Second)
+		ready, err := waitReady(ctx, r, 1, w.Cfg.Bound)
+		if err != nil {
+			r.Note("no Ready machine to delete while the webhook is down: %v", err)
 			return
 		}
 		om := ready[r.Rnd.IntN(len(ready))]
+		vmID := om.Status.VMID
+		midDelete := w.Watcher.Next(func(o ovirtsim.ObservedRequest) bool { return isDelete(o) && o.VMID == vmID })
 		r.Driver.Forget(ownerName(&om))
-		if err := r.Cluster.DeleteMachineOf(context.WithoutCancel(ctx), &om); err != nil {
-			r.Note("deleting Machine of %s: %v", om.Name, err)
+		if err := r.Cluster.DeleteMachineOf(ctx, &om); err != nil {
+			r.Note("deleting the Machine of %s: %v", om.Name, err)
 			return
 		}
-		gone := poll(context.WithoutCancel(ctx), 20*time.Second, 250*time.Millisecond, func() (bool, error) {
+		select {
+		case o := <-midDelete:
+			if err := w.StopWebhook(); err != nil {
+				r.Note("stopping the webhook: %v", err)
+			}
+			r.Note("webhook stopped mid-delete of %s (%s %s)", om.Name, o.Method, o.Template)
+		case <-time.After(w.Cfg.Bound):
+			r.Note("the VM of %s was not powered off within %s of deleting its Machine", om.Name, w.Cfg.Bound)
+			return
+		}
+		defer func() {
+			if err := w.StartWebhook(ctx); err != nil {
+				r.Note("starting the webhook: %v", err)
+			}
+		}()
+		gone := poll(ctx, 20*time.Second, 250*time.Millisecond, func() (bool, error) {
 			err := w.C.Get(ctx, client.ObjectKeyFromObject(&om), &infrav1.OVirtMachine{})
 			return apierrors.IsNotFound(err), nil
 		})
 		if gone != nil {
 			cur := &infrav1.OVirtMachine{}
-			_ = w.C.Get(context.WithoutCancel(ctx), client.ObjectKeyFromObject(&om), cur)
+			_ = w.C.Get(ctx, client.ObjectKeyFromObject(&om), cur)
 			r.Violate("webhook-down-delete", "deletion works with the webhook down (defect 7)",
 				fmt.Sprintf("OVirtMachine %s/%s was not deleted within 20s while the webhook was down (finalizers %v, %s); the manager logged: %s",
-					om.Namespace, om.Name, cur.Finalizers, deletedReason(cur), w.LastLogLine(om.Name, "error")), "OVirtMachine "+om.Namespace+"/"+om.Name, "VM "+om.Status.VMID)
-		} else {
-			r.Note("OVirtMachine %s deleted while the webhook was down", om.Name)
+					om.Namespace, om.Name, cur.Finalizers, deletedReason(cur), w.LastLogLine(om.Name, "error")), "OVirtMachine "+om.Namespace+"/"+om.Name, "VM "+vmID)
+			return
 		}
+		r.Note("OVirtMachine %s deleted while the webhook was down", om.Name)
 	})
 	return func(ctx context.Context) error {
 		stop()
@@ -642,10 +647,30 @@ func (w *World) EnsureProvider(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the deleted OVirtProvider did not go: %w", err)
 	}
-	if p != nil {
+	want := harness.Provider(ProviderName, w.EngineURL, SecretName, w.Sim.CAPEM())
+	if p == nil {
+		return createRetrying(ctx, w.C, want)
+	}
+	if p.Spec.Engine == want.Spec.Engine && p.Spec.TLS != nil && p.Spec.TLS.Certs == want.Spec.TLS.Certs {
 		return nil
 	}
-	return createRetrying(ctx, w.C, harness.Provider(ProviderName, w.EngineURL, SecretName, w.Sim.CAPEM()))
+	// A scenario pointed it elsewhere: point it back at the Engine.
+	return pointProvider(ctx, w.C, want.Spec.Engine, w.Sim.CAPEM())
+}
+
+// pointProvider sets the OVirtProvider's Engine URL and trusted CA.
+func pointProvider(ctx context.Context, c client.Client, engineURL string, caPEM []byte) error {
+	return poll(ctx, 30*time.Second, 200*time.Millisecond, func() (bool, error) {
+		p := &infrav1.OVirtProvider{}
+		if err := c.Get(ctx, client.ObjectKey{Name: ProviderName}, p); err != nil {
+			return false, err
+		}
+		base := p.DeepCopy()
+		p.Spec.Engine = engineURL
+		p.Spec.TLS = harness.Provider(ProviderName, engineURL, SecretName, caPEM).Spec.TLS
+		err := c.Patch(ctx, p, client.MergeFrom(base))
+		return err == nil, err
+	})
 }
 
 // waitReady waits until the scenario's cluster has at least n Ready machines.

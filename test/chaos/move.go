@@ -48,6 +48,19 @@ func runMove(ctx context.Context, r *Run) error {
 	}
 	r.Start = time.Now()
 	r.Driver.Run(ctx, w.Cfg.Duration)
+	// Move at least a worker of each kind with the control plane.
+	if plain, replicas := r.Driver.Wanted(); len(plain) == 0 || replicas == 0 {
+		if len(plain) == 0 {
+			if err := r.Driver.CreatePlain(ctx); err != nil {
+				return err
+			}
+		}
+		if replicas == 0 {
+			if err := r.Driver.scaleBy(ctx, 1); err != nil {
+				return err
+			}
+		}
+	}
 	r.Driver.Adopt(cp.Name)
 	r.Healed = time.Now()
 	if _, err := r.Driver.WaitConverged(ctx, w.Cfg.Bound); err != nil {
@@ -155,11 +168,16 @@ func runMove(ctx context.Context, r *Run) error {
 		sort.Strings(stale)
 		if len(stale) > 0 {
 			r.Note("the VM markers of %v still name the source cluster's uid (defect 1: the marker's uid is refreshed after move)", stale)
+		} else {
+			r.Note("the target adopted all %d VMs by providerID; their markers now carry the target's uids", len(ready))
 		}
 	}
 	// Delete in the target: every VM removed, every finalizer dropped.
 	clean, err := tc.Delete(ctx, w.Cfg.Bound)
 	r.res.Clean = clean
+	// The target's events go with it: read them now (I7).
+	w.Watcher.ScanLogs()
+	w.Watcher.ScanEventsAndMetrics(ctx)
 	return err
 }
 

@@ -242,3 +242,20 @@ I1201 18:46:27.243434    5952 call.go:97] "Called oVirt" controller="ovirtmachin
 I1201 18:46:28.055416    5952 call.go:97] "Called oVirt" controller="ovirtprovider" provider="chaos" operation="Ping" duration="2ms" code="2xx"`
 	g.Expect(oVirtWrites(logs)).To(Equal([]string{"CreateVM 2xx", "StartVM 409"}))
 }
+
+func TestObserveFlagsWritesToOutOfBandDisks(t *testing.T) {
+	g := NewWithT(t)
+	wa := testWorld(t).Watcher
+	wa.AddNamespace("ns")
+	wa.TrackCSIDisk("d-csi", "vm1")
+	ours := ovirtsim.VMState{ID: "vm1", Comment: "capov ovirtmachine=ns/m uid=u"}
+	wa.observe(ovirtsim.ObservedRequest{Method: "PUT", Template: "/vms/{id}/diskattachments/{id}", Path: "/vms/vm1/diskattachments/d-os", VMID: "vm1", VM: ours, VMExists: true})
+	wa.observe(ovirtsim.ObservedRequest{Method: "GET", Template: "/disks/{id}", Path: "/disks/d-csi"})
+	g.Expect(wa.Violations("unit")).To(BeEmpty(), "the OS disk may change; reading the CSI disk is fine")
+	wa.observe(ovirtsim.ObservedRequest{Method: "DELETE", Template: "/vms/{id}/diskattachments/{id}", Path: "/vms/vm1/diskattachments/d-csi", VMID: "vm1", VM: ours, VMExists: true})
+	wa.observe(ovirtsim.ObservedRequest{Method: "DELETE", Template: "/disks/{id}", Path: "/disks/d-csi"})
+	vs := wa.Violations("unit")
+	g.Expect(vs).To(HaveLen(2))
+	g.Expect(vs[0].Invariant).To(Equal(I3))
+	g.Expect(vs[0].Message).To(ContainSubstring("changes out-of-band disk d-csi"))
+}

@@ -272,6 +272,19 @@ func (wa *Watcher) Writes(since time.Time) []Write {
 	return out
 }
 
+// diskOf returns the disk id a path names: /disks/{id}[/...] or /vms/{id}/diskattachments/{id}
+// (an attachment has the id of its disk).
+func diskOf(path string) string {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	switch {
+	case len(segs) >= 2 && segs[0] == "disks":
+		return segs[1]
+	case len(segs) >= 4 && segs[0] == "vms" && segs[2] == "diskattachments":
+		return segs[3]
+	}
+	return ""
+}
+
 // IsWrite reports whether an observed request changes something.
 func IsWrite(o ovirtsim.ObservedRequest) bool { return o.Method != "GET" && o.Method != "HEAD" }
 
@@ -288,7 +301,22 @@ func (wa *Watcher) observe(o ovirtsim.ObservedRequest) {
 		kept = append(kept, h)
 	}
 	wa.hooks = kept
-	if !IsWrite(o) || o.VMID == "" {
+	if !IsWrite(o) {
+		return
+	}
+	// A write to an out-of-band disk (its attachment or the disk itself) is a step towards
+	// losing it: the manager has no business detaching, resizing or deleting user data.
+	if d := diskOf(o.Path); d != "" && wa.csi[d] != "" {
+		key := "I3|write|" + d + "|" + o.Method + " " + o.Template
+		if !wa.reported[wa.scenario+"|"+key] {
+			wa.reported[wa.scenario+"|"+key] = true
+			v := Violation{Invariant: I3, Scenario: wa.scenario, Time: o.Time,
+				Message: fmt.Sprintf("%s %s changes out-of-band disk %s", o.Method, o.Path, d), Objects: []string{"disk " + d, "VM " + wa.csi[d]}}
+			wa.violations = append(wa.violations, v)
+			wa.w.Logf("VIOLATION %s", v)
+		}
+	}
+	if o.VMID == "" {
 		return
 	}
 	owner := MarkerOwner(o.VM.Comment)
@@ -509,7 +537,21 @@ func (wa *Watcher) scanText(keyPrefix, where, text string, objects ...string) {
 // ScanEventsAndMetrics looks for the sentinels in every event of the management cluster and
 // in the manager's and webhook's /metrics (I7).
 func (wa *Watcher) ScanEventsAndMetrics(ctx context.Context) {
-	c := wa.w.C
+	wa.mu.Lock()
+	clients := append([]client.Client{wa.w.C}, wa.clients...)
+	wa.mu.Unlock()
+	for _, c := range clients {
+		wa.scanEvents(ctx, c)
+	}
+	if m, err := wa.w.ManagerMetrics(ctx); err == nil {
+		wa.scanText("metrics|manager", "the manager's /metrics", m, "process manager")
+	}
+	if m, err := wa.w.WebhookMetrics(ctx); err == nil {
+		wa.scanText("metrics|webhook", "the webhook's /metrics", m, "process webhook")
+	}
+}
+
+func (wa *Watcher) scanEvents(ctx context.Context, c client.Client) {
 	evs := &eventsv1.EventList{}
 	if err := c.List(ctx, evs); err == nil {
 		for _, e := range evs.Items {
@@ -523,12 +565,6 @@ func (wa *Watcher) ScanEventsAndMetrics(ctx context.Context) {
 			wa.scanText("event", "event "+e.Namespace+"/"+e.Name+" ("+e.Reason+")", e.Reason+" "+e.Message,
 				e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name)
 		}
-	}
-	if m, err := wa.w.ManagerMetrics(ctx); err == nil {
-		wa.scanText("metrics|manager", "the manager's /metrics", m, "process manager")
-	}
-	if m, err := wa.w.WebhookMetrics(ctx); err == nil {
-		wa.scanText("metrics|webhook", "the webhook's /metrics", m, "process webhook")
 	}
 }
 

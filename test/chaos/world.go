@@ -19,12 +19,15 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
 	"github.com/capov/capov/pkg/ovirt/sdk"
+	"github.com/capov/capov/test/envtest"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
@@ -86,6 +89,10 @@ type World struct {
 	managerN     int
 	metricsToken string
 	extra        []*harness.Process // managers besides Stack.Manager (leader election)
+	// managerKubeconfig authenticates as the manager's ServiceAccount; managerConfig is the same
+	// as a rest.Config.
+	managerKubeconfig string
+	managerConfig     *rest.Config
 }
 
 // Baseline is what the fault-free phase measured.
@@ -135,6 +142,12 @@ func StartWorld(ctx context.Context, cfg Config, seed uint64, workDir string, lo
 	if w.metricsToken, err = s.MetricsToken(ctx); err != nil {
 		return nil, err
 	}
+	// The manager runs as a real installation's: ServiceAccount capov-system/capov-manager with
+	// the RBAC of config/default, so that the API server checks its rights and the webhooks'
+	// matchConditions see its name (the stack's first manager is the envtest admin).
+	if err := w.useManagerIdentity(ctx); err != nil {
+		return nil, err
+	}
 	for _, o := range []client.Object{
 		harness.CredentialsSecret(CredentialsNamespace, SecretName, w.Username, w.Password),
 		harness.Provider(ProviderName, w.EngineURL, SecretName, w.Sim.CAPEM()),
@@ -148,6 +161,30 @@ func StartWorld(ctx context.Context, cfg Config, seed uint64, workDir string, lo
 	}
 	w.Watcher.start()
 	return w, nil
+}
+
+// useManagerIdentity installs the manager's RBAC from config/default, writes a kubeconfig of
+// its ServiceAccount and replaces the stack's manager by one that uses it.
+func (w *World) useManagerIdentity(ctx context.Context) error {
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := harness.InstallRBAC(ctx, w.C, root); err != nil {
+		return err
+	}
+	kc, err := harness.ServiceAccountKubeconfig(ctx, w.C, w.Stack.Mgmt.Config, harness.ManagerNamespace, harness.ManagerServiceAccount)
+	if err != nil {
+		return err
+	}
+	if w.managerConfig, err = clientcmd.RESTConfigFromKubeConfig(kc); err != nil {
+		return fmt.Errorf("reading the manager's kubeconfig: %w", err)
+	}
+	w.managerKubeconfig = filepath.Join(w.WorkDir, "kubeconfig-manager")
+	if err := os.WriteFile(w.managerKubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	return w.ReplaceManager(ctx)
 }
 
 // simSeed is the simulator inventory of the suite: the demo's, with the given credentials,
@@ -241,7 +278,11 @@ func (w *World) StartManager(ctx context.Context, extra ...string) (*harness.Pro
 	w.managerN++
 	name := fmt.Sprintf("manager-%d", w.managerN)
 	w.mu.Unlock()
-	p, addr, err := w.Stack.StartManager(ctx, name, append(append([]string(nil), ManagerFlags...), extra...))
+	args := append([]string(nil), ManagerFlags...)
+	if w.managerKubeconfig != "" {
+		args = append(args, "--kubeconfig="+w.managerKubeconfig)
+	}
+	p, addr, err := w.Stack.StartManager(ctx, name, append(args, extra...))
 	if p != nil {
 		w.mu.Lock()
 		w.processes = append(w.processes, p)
