@@ -69,8 +69,12 @@ func TestMachineWithoutGuestAgentBecomesReady(t *testing.T) {
 	node, err := harness.RegisterNode(context.Background(), k8s, om.Name, vm.ID, []string{"10.50.0.7"})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
-	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) { g.Expect(provisioned(om)).To(BeTrue()) })
-	g.Expect(got.Status.Addresses).To(Equal([]clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.50.0.7"}}))
+	// The Node's addresses come with its status, written after the Node itself: a reconcile may
+	// see the Node first, and the next one its addresses.
+	got := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
+		g.Expect(provisioned(om)).To(BeTrue())
+		g.Expect(om.Status.Addresses).To(Equal([]clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.50.0.7"}}))
+	})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineOnCondition)).To(ContainSubstring("Node " + node.Name))
 	g.Expect(v1beta1conditions.IsTrue(got, clusterv1.ReadyV1Beta1Condition)).To(BeTrue())
 	deleteAndWait(t, om)
