@@ -203,7 +203,22 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo, "VM %s is %s", vm.ID, reason)
 		return r.waitFor(s.om, infrav1.MachineDeletedCondition), nil
 	}
+	if action == ovirt.PowerStop {
+		// Counted before it is sent: a stop the Engine refuses or fails counts as much as one
+		// it accepts and that does nothing.
+		stops++
+		setStopRequests(om, stops, now)
+	}
 	if err := s.ovirt.Power(ctx, vm.ID, action); err != nil && !errors.Is(err, ovirt.ErrNotFound) {
+		if action == ovirt.PowerStop && stops >= stopRequestsBeforeWarning {
+			msg := fmt.Sprintf("VM %s is still %s after %d stop requests since %s (the last: %v); CAPOV asks again at most every %s: check the VM and its host in oVirt",
+				vm.ID, vm.Status, stops, started.UTC().Format(time.RFC3339), err, maxStopBackoff)
+			if stops == stopRequestsBeforeWarning {
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNotStopping, "PowerOff", "%s", msg)
+			}
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMNotStoppingReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+			return ctrl.Result{RequeueAfter: r.stopBackoff(stops)}, nil
+		}
 		if errors.Is(err, ovirt.ErrLocked) || errors.Is(err, ovirt.ErrConflict) || errors.Is(err, ovirt.ErrInvalid) {
 			v1beta1conditions.MarkFalse(om, infrav1.MachineDeletedCondition, infrav1.VMPoweringOffReason, clusterv1.ConditionSeverityInfo,
 				"VM %s: %s refused (%v); retrying", vm.ID, action, err)
@@ -214,8 +229,6 @@ func (r *OVirtMachineReconciler) powerOff(ctx context.Context, s *machineScope) 
 	ev := eventVMShuttingDown
 	if action == ovirt.PowerStop {
 		ev = eventVMStopped
-		stops++
-		setStopRequests(om, stops, now)
 		if stops >= stopRequestsBeforeWarning {
 			msg := fmt.Sprintf("VM %s is still %s after %d stop requests since %s; CAPOV asks again at most every %s: check the VM and its host in oVirt",
 				vm.ID, vm.Status, stops, started.UTC().Format(time.RFC3339), maxStopBackoff)

@@ -232,19 +232,19 @@ func createRequested(om *infrav1.OVirtMachine) bool {
 
 // persistCreateRequested records createRequestedAnnotation in the API server before the create
 // request is sent: a crash after the request then still finds (and deletes) the VM by name and
-// owner marker. It patches a copy: the object of the reconcile keeps its in-memory status for
-// the deferred patch.
+// owner marker. The patch carries the resourceVersion the reconcile read (optimistic lock), also
+// when the annotation is there already: a manager that lost its lease while frozen, or read a
+// stale cache, gets a conflict (or NotFound for an object deleted meanwhile) instead of creating
+// a VM for an object another manager already deleted. It patches a copy: the object of the
+// reconcile keeps its in-memory status for the deferred patch.
 func (r *OVirtMachineReconciler) persistCreateRequested(ctx context.Context, om *infrav1.OVirtMachine, vmName string) error {
-	if createRequested(om) {
-		return nil
-	}
 	cp := om.DeepCopy()
 	before := cp.DeepCopy()
 	if cp.Annotations == nil {
 		cp.Annotations = map[string]string{}
 	}
 	cp.Annotations[createRequestedAnnotation] = vmName
-	if err := r.Client.Patch(ctx, cp, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Patch(ctx, cp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("recording that a VM is being created before creating it: %w", err)
 	}
 	if om.Annotations == nil {

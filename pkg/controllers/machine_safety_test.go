@@ -518,3 +518,38 @@ func TestTheManagerEnforcesAllowedNamespacesToo(t *testing.T) {
 	g.Expect(f.ov.Calls()).To(BeEmpty())
 	g.Expect(strings.Join(f.events(), "\n")).To(ContainSubstring(eventNamespaceNotAllowed))
 }
+
+// TestAStopThatAlwaysFailsBacksOffAndSaysSo: the Engine answers 500 to every stop request (the
+// chaos suite's vm-never-stops). Failed requests count like ignored ones: they back off and the
+// condition says VMNotStopping with the Engine's answer.
+func TestAStopThatAlwaysFailsBacksOffAndSaysSo(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	vm := f.ov.PutVM(ovirt.VM{Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
+	stored := f.get(t)
+	stored.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
+	g.Expect(f.c.Update(ctx, stored)).To(Succeed())
+	stops := 0
+	f.ov.PowerFunc = func(_ context.Context, _ string, action ovirt.PowerAction) error {
+		if action == ovirt.PowerStop {
+			stops++
+			return &ovirt.Error{Op: "StopVM", Status: 500, Detail: "internal error"}
+		}
+		return nil
+	}
+	g.Expect(f.c.Delete(ctx, stored)).To(Succeed())
+	end := f.now.Add(2 * time.Hour)
+	for f.now.Before(end) {
+		res, err := f.reconcile(t)
+		wait := res.RequeueAfter
+		if err != nil {
+			wait = 5 * time.Second // controller-runtime's backoff, at its shortest
+		}
+		f.now = f.now.Add(max(wait, time.Second))
+	}
+	g.Expect(stops).To(And(BeNumerically(">=", 10), BeNumerically("<=", 40)))
+	got := f.get(t)
+	g.Expect(v1beta1conditions.GetReason(got, infrav1.MachineDeletedCondition)).To(Equal(infrav1.VMNotStoppingReason))
+	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineDeletedCondition)).To(ContainSubstring("internal error"))
+}

@@ -22,6 +22,10 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if from := os.Getenv("CHAOS_FROM"); from != "" {
+		renderFrom(t, from, cfg.Doc)
+		return
+	}
 	if !ok {
 		t.Skip("the chaos suite runs with CHAOS=short (make chaos-short, part of make test) or CHAOS=long (make chaos)")
 	}
@@ -91,17 +95,33 @@ func TestChaos(t *testing.T) {
 			t.Logf("not rewriting %s: %d of %d runs happened (a -run filter?)", cfg.Doc, len(rep.Results), want*len(cfg.Seeds))
 			return
 		}
-		doc := cfg.Doc
-		if !filepath.IsAbs(doc) {
-			root, err := envtest.RepoRoot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			doc = filepath.Join(root, doc)
-		}
-		if err := UpdateDoc(doc, rep.Markdown()); err != nil {
-			t.Error(err)
-		}
-		t.Logf("wrote the matrix into %s", doc)
+		writeDoc(t, rep, cfg.Doc)
 	}
+}
+
+// renderFrom rewrites the matrix from a saved report (CHAOS_FROM, written with CHAOS_REPORT)
+// without running anything: for a change of the rendering.
+func renderFrom(t *testing.T, from, doc string) {
+	rep, err := LoadReport(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc == "" {
+		t.Fatal("CHAOS_FROM needs CHAOS_DOC, the Markdown file to rewrite")
+	}
+	writeDoc(t, rep, doc)
+}
+
+func writeDoc(t *testing.T, rep *Report, doc string) {
+	if !filepath.IsAbs(doc) {
+		root, err := envtest.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc = filepath.Join(root, doc)
+	}
+	if err := UpdateDoc(doc, rep.Markdown()); err != nil {
+		t.Error(err)
+	}
+	t.Logf("wrote the matrix into %s", doc)
 }

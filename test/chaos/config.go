@@ -42,9 +42,11 @@ type Config struct {
 // FromEnv reads CHAOS (short or long; empty: the suite does not run), CHAOS_SEED (first seed,
 // default 1), CHAOS_SEEDS (how many seeds: 1 short, 3 long), CHAOS_DURATION (fault window:
 // 8s short, 30s long), CHAOS_MACHINES (3 short, 5 long), CHAOS_BOUND (I5: 90s), CHAOS_DOC and
-// CHAOS_REPORT. ok is false when CHAOS is empty.
+// CHAOS_REPORT (read also without CHAOS: CHAOS_FROM re-renders a saved report). ok is false when
+// CHAOS is empty.
 func FromEnv() (cfg Config, ok bool, err error) {
 	cfg.Mode = os.Getenv("CHAOS")
+	cfg.Doc, cfg.Report = os.Getenv("CHAOS_DOC"), os.Getenv("CHAOS_REPORT")
 	switch cfg.Mode {
 	case "":
 		return cfg, false, nil
@@ -90,6 +92,5 @@ func FromEnv() (cfg Config, ok bool, err error) {
 			return cfg, false, fmt.Errorf("CHAOS_BOUND=%q: want a positive Go duration such as 90s", v)
 		}
 	}
-	cfg.Doc, cfg.Report = os.Getenv("CHAOS_DOC"), os.Getenv("CHAOS_REPORT")
 	return cfg, true, nil
 }

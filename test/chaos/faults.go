@@ -39,7 +39,7 @@ func Scenarios() []Scenario {
 			Defects: []int{4}, Run: func(ctx context.Context, r *Run) error { return r.Standard(ctx, managerSignal(syscall.SIGKILL)) }},
 		{Name: "manager-sigterm", Fault: "the manager is stopped (SIGTERM) while a create, then a delete, is in flight, and restarted",
 			Defects: []int{4}, Run: func(ctx context.Context, r *Run) error { return r.Standard(ctx, managerSignal(syscall.SIGTERM)) }},
-		{Name: "leader-loss", Fault: "two managers with leader election; the leader is frozen (SIGSTOP) past its lease, then resumed (SIGCONT)",
+		{Name: "leader-loss", Fault: "two managers with leader election; the leader is frozen (SIGSTOP) past its lease, then resumed (SIGCONT)", Defects: []int{4},
 			Run: func(ctx context.Context, r *Run) error { return r.Standard(ctx, leaderLoss) }},
 		{Name: "status-patch-errors", Fault: "the management API server answers 500 or 429 to 20-40% of the manager's PATCH .../status (a proxy)",
 			Run: func(ctx context.Context, r *Run) error { return r.Standard(ctx, statusPatchErrors) }},

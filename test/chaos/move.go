@@ -155,6 +155,8 @@ func runMove(ctx context.Context, r *Run) error {
 		r.Violate("move-target", Converge, fmt.Sprintf("the target management cluster did not bring the %d moved machines to Ready within %s: %v",
 			len(before), w.Cfg.Bound, err), states...)
 	} else {
+		// Time to converge: from the start of the move until the target has every machine Ready.
+		r.res.Converge = time.Since(moveStart)
 		ready, _ := tc.ReadyMachines(ctx)
 		var stale []string
 		for _, om := range ready {

@@ -101,7 +101,7 @@ func (rep *Report) rows() []*row {
 		}
 		r.violations += len(res.Violations)
 		for _, v := range res.Violations {
-			r.invariantsBroken[strings.SplitN(v.Invariant, " ", 2)[0]]++
+			r.invariantsBroken[shortLabel(v.Invariant)]++
 		}
 		if res.Err != "" {
 			r.invariantsBroken["error"]++
@@ -117,6 +117,19 @@ func (rep *Report) rows() []*row {
 		}
 	}
 	return out
+}
+
+// shortLabel names an invariant in the matrix: I1..I8, or what a scenario's own check is.
+func shortLabel(invariant string) string {
+	switch {
+	case len(invariant) >= 2 && invariant[0] == 'I' && invariant[1] >= '1' && invariant[1] <= '9':
+		return invariant[:2]
+	case invariant == Converge:
+		return "converge"
+	case invariant == SecretKept:
+		return "Secret"
+	}
+	return "check"
 }
 
 func maxDuration(ds []time.Duration) time.Duration {

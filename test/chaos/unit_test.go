@@ -212,6 +212,11 @@ func TestReportRendersTheMatrixAndUpdatesOnlyItsSection(t *testing.T) {
 	}
 	md := rep.Markdown()
 	g.Expect(md).To(ContainSubstring("| `engine-errors` | errors | — | 2 | 1 | 1 (I3×1) | 4s / 4s | 7s | 27.5 |"))
+	rep.Results = append(rep.Results, &Result{Seed: 1, Scenario: "webhook-down", Fault: "down", Machines: 1,
+		Violations: []Violation{{Invariant: "deletion works with the webhook down (defect 7)"}, {Invariant: Converge}, {Invariant: SecretKept}}})
+	g.Expect(rep.Markdown()).To(ContainSubstring("| 3 (Secret×1, check×1, converge×1) |"))
+	rep.Results = rep.Results[:2]
+	md = rep.Markdown()
 	g.Expect(md).To(ContainSubstring("2 runs, 1 invariant violations."))
 	g.Expect(md).To(ContainSubstring(`disk d1 \| gone`), "pipes in messages do not break the table")
 
