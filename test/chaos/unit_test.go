@@ -229,7 +229,7 @@ func TestReportRendersTheMatrixAndUpdatesOnlyItsSection(t *testing.T) {
 	g.Expect(string(second)).To(Equal(string(first)), "idempotent")
 	g.Expect(string(second)).To(ContainSubstring("Hand-written intro."))
 	g.Expect(string(second)).To(ContainSubstring("## How to run\n\nmake chaos\n"))
-	g.Expect(strings.Count(string(second), beginMarker)).To(Equal(1))
+	g.Expect(strings.Count(string(second), docSection.Begin)).To(Equal(1))
 
 	saved := filepath.Join(t.TempDir(), "r.json")
 	g.Expect(rep.Save(saved)).To(Succeed())
