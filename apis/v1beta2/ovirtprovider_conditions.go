@@ -40,3 +40,22 @@ const (
 	// them and gives their count. The deletion continues once they are gone.
 	InUseReason = "InUse"
 )
+
+// The move copy of a credentials Secret. clusterctl move carries a Secret only when a moved
+// object owns it, and the garbage collector deletes an owned Secret with its owner: so the
+// manager never owns the Secret that spec.credentialsSecretName names, and keeps beside it a copy
+// that the provider owns. clusterctl copies that one with the provider (cluster-scoped, its CRD
+// carries clusterctl.cluster.x-k8s.io/move-hierarchy) and leaves it in the source; in the target
+// the manager recreates the named Secret from it. The copy goes with its provider.
+const (
+	// CredentialsMoveCopyLabel marks a Secret as the move copy of the credentials of the
+	// OVirtProvider that owns it; its value is empty.
+	CredentialsMoveCopyLabel = "capov.infrastructure.cluster.x-k8s.io/credentials-move-copy"
+	// CredentialsCopyOfAnnotation names the Secret (spec.credentialsSecretName) the copy was made
+	// from.
+	CredentialsCopyOfAnnotation = "capov.infrastructure.cluster.x-k8s.io/copy-of"
+	// CredentialsCopiedForAnnotation is the UID of the OVirtProvider the copy was written for.
+	// A copy whose owner has another UID was carried here (clusterctl move rewrites the owner
+	// reference, not this annotation): only such a copy recreates a missing Secret.
+	CredentialsCopiedForAnnotation = "capov.infrastructure.cluster.x-k8s.io/copied-for-uid"
+)

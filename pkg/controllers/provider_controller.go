@@ -56,9 +56,10 @@ const (
 // TLSVerified how the Engine certificate is verified, and holds the deletion of a provider that
 // OVirtMachines still name (infrav1.ProviderFinalizer, condition Deleting with reason InUse).
 //
-// It never deletes or owns the credentials Secret: the Secret survives the provider (the
-// garbage collector would delete a Secret whose only owner is gone), and clusterctl move does not
-// carry it (docs/operations.md, "OVirtProvider").
+// It never deletes, changes or owns the credentials Secret: the Secret survives the provider (the
+// garbage collector would delete a Secret whose only owner is gone). clusterctl move carries a
+// copy the provider owns instead, and the manager recreates the Secret from it in the target
+// (syncMoveCopy; docs/operations.md, "clusterctl move").
 type OVirtProviderReconciler struct {
 	// Client reads and patches OVirtProviders and credentials Secrets, and lists OVirtMachines
 	// through the spec.provider index that OVirtMachineReconciler.SetupWithManager registers.
@@ -154,6 +155,16 @@ func (r *OVirtProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 }
 
 func (r *OVirtProviderReconciler) secretToProviders(ctx context.Context, o client.Object) []reconcile.Request {
+	if _, ok := o.GetLabels()[infrav1.CredentialsMoveCopyLabel]; ok {
+		// A move copy wakes its owner: the one clusterctl move brings recreates the Secret.
+		var out []reconcile.Request
+		for _, ref := range o.GetOwnerReferences() {
+			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == infrav1.GroupVersion.Group && ref.Kind == "OVirtProvider" {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: ref.Name}})
+			}
+		}
+		return out
+	}
 	list := &infrav1.OVirtProviderList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{credentialsSecretIndex: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing OVirtProviders of a credentials Secret", "Secret", klog.KObj(o))
@@ -232,6 +243,10 @@ func (r *OVirtProviderReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, p)
+	}
+	// The copy clusterctl move carries, or the Secret recreated from it after a move.
+	if err := r.syncMoveCopy(ctx, p); err != nil {
+		return ctrl.Result{}, err
 	}
 	v1beta1conditions.Delete(p, infrav1.DeletingCondition)
 

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/capov/capov/test/harness"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/capov/capov/test/harness"
 )
 
 // Report is the outcome of a benchmark run.

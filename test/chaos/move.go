@@ -247,7 +247,8 @@ func asIfClusterctlInit(ctx context.Context, c client.Client, cc clusterctlclust
 }
 
 // checkMovedSecret checks that the credentials Secret reached the target (the moved
-// OVirtProvider cannot connect without it) and stayed in the source. A Secret missing in the
+// OVirtProvider cannot connect without it: the target's manager recreates it from the move copy
+// clusterctl carried) and stayed in the source. A Secret missing in the
 // target is copied there, as the operator would, so that the adoption and the deletion can still
 // be checked.
 func checkMovedSecret(ctx context.Context, r *Run, target client.Client) {
@@ -257,8 +258,21 @@ func checkMovedSecret(ctx context.Context, r *Run, target client.Client) {
 		r.Violate("move-secret|source", SecretKept, fmt.Sprintf("the credentials Secret is gone from the source management cluster after the move: %v", err),
 			"Secret "+CredentialsNamespace+"/"+SecretName)
 	}
-	err := target.Get(ctx, key, &corev1.Secret{})
+	// clusterctl carries the move copy the provider owns; the target's manager recreates the
+	// Secret from it.
+	got := &corev1.Secret{}
+	err := poll(ctx, time.Minute, 250*time.Millisecond, func() (bool, error) {
+		if err := target.Get(ctx, key, got); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return true, nil
+	})
 	if err == nil {
+		if string(got.Data["password"]) != w.Password || len(got.OwnerReferences) > 0 {
+			r.Violate("move-secret|target-content", SecretKept, fmt.Sprintf("the credentials Secret recreated in the target has other data or an owner (ownerReferences %v)", got.OwnerReferences),
+				"Secret "+CredentialsNamespace+"/"+SecretName)
+		}
+		r.Note("the credentials Secret reached the target through its move copy")
 		return
 	}
 	r.Violate("move-secret|target", SecretKept, fmt.Sprintf("clusterctl move did not carry the credentials Secret to the target with its OVirtProvider: %v", err),

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/capov/capov/test/harness"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/capov/capov/test/harness"
 )
 
 // docSection is the generated section of docs/reliability.md.

@@ -152,8 +152,8 @@ func TestManagerReadsSecretsEverywhereAndWritesOnlyItsCredentials(t *testing.T) 
 			g.Expect(access.clusterWide).To(Equal([]string{"get"}),
 				"cluster-wide the manager only reads single Secrets (bootstrap data, kubeconfigs)")
 			g.Expect(access.namespaced).To(Equal(map[string][]string{
-				tt.credentials: {"get", "list", "patch", "update", "watch"},
-			}), "the credentials namespace, and only it, lets the manager cache, watch and patch Secrets")
+				tt.credentials: {"create", "delete", "get", "list", "patch", "update", "watch"},
+			}), "the credentials namespace, and only it, lets the manager cache, watch and write Secrets (the move copies)")
 			// No ClusterRole of the release, bound or not, grants more than get on Secrets.
 			for _, o := range objs {
 				if o.GetKind() != "ClusterRole" {
@@ -172,7 +172,8 @@ func TestManagerReadsSecretsEverywhereAndWritesOnlyItsCredentials(t *testing.T) 
 // TestManagerServiceAccountReadsButCannotWriteOtherSecrets installs the chart's RBAC into a real
 // API server and acts as the manager's ServiceAccount with a token of its own: it reads a
 // Secret of a workload cluster's namespace but may neither list, watch, change, create nor
-// delete Secrets there, and it lists, watches and patches those of its credentials namespace.
+// delete Secrets there, and it lists, watches, patches, creates and deletes those of its
+// credentials namespace (the move copies of the credentials).
 func TestManagerServiceAccountReadsButCannotWriteOtherSecrets(t *testing.T) {
 	e := startEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -275,6 +276,7 @@ func TestManagerServiceAccountReadsButCannotWriteOtherSecrets(t *testing.T) {
 	forbidden("update a Secret of a workload namespace", update(workloadNS, "w1-bootstrap"))
 	forbidden("delete a Secret of a workload namespace", sa.Delete(ctx, secret(workloadNS, "w1-bootstrap")))
 	forbidden("create a Secret in a workload namespace", sa.Create(ctx, secret(workloadNS, "planted")))
-	forbidden("delete a credentials Secret", sa.Delete(ctx, secret(releaseNS, "ovirt-credentials")))
-	forbidden("create a Secret in the credentials namespace", sa.Create(ctx, secret(releaseNS, "planted")))
+	// In the credentials namespace it keeps the move copies of the credentials Secrets.
+	g.Expect(sa.Create(ctx, secret(releaseNS, "capovp-p1-move"))).To(Succeed(), "the move copy is created in the credentials namespace")
+	g.Expect(sa.Delete(ctx, secret(releaseNS, "capovp-p1-move"))).To(Succeed(), "and deleted there")
 }

@@ -289,7 +289,7 @@ func eventuallyGone(t *testing.T, p *infrav1.OVirtProvider) {
 // and the Secret survives the deletion of its provider. With the garbage collector running
 // (kube-controller-manager from the node assets, when they are built), the deletion is real.
 func TestDeletingAProviderKeepsItsSecret(t *testing.T) {
-	stopGC := startGarbageCollector(t)
+	stopGC, gcRunning := startGarbageCollector(t)
 	defer stopGC()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -327,6 +327,56 @@ func TestDeletingAProviderKeepsItsSecret(t *testing.T) {
 			g.Expect(s.Data).To(HaveKey("password"))
 		}
 	}, "5s", "250ms").Should(Succeed(), "the Secrets survive their providers")
+	if gcRunning {
+		// The move copies (owned by their providers) go with them.
+		g.Eventually(func(g Gomega) {
+			for _, p := range []*infrav1.OVirtProvider{fresh, upgraded} {
+				err := k8s.Get(ctx, client.ObjectKey{Namespace: credentialsNamespace, Name: "capovp-" + p.Name + "-move"}, &corev1.Secret{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the move copy of %s: %v", p.Name, err)
+			}
+		}, timeout, interval).Should(Succeed())
+	}
+}
+
+// TestTheCredentialsTravelAsAMoveCopy: clusterctl move carries a Secret only when a moved object
+// owns it. The provider owns a copy of its credentials (never the Secret itself) that follows the
+// Secret; in the target of a move, where only the copy arrived, the manager recreates the Secret
+// from it and the provider connects. The chaos suite's clusterctl-move scenario runs the real
+// mover between two management clusters.
+func TestTheCredentialsTravelAsAMoveCopy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	p := newProvider(t, sim.Password(), nil)
+	got := eventuallyProvider(t, p, true, "", "")
+	copyKey := client.ObjectKey{Namespace: credentialsNamespace, Name: "capovp-" + p.Name + "-move"}
+	cp := &corev1.Secret{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, copyKey, cp)).To(Succeed())
+		g.Expect(cp.OwnerReferences).To(ConsistOf(HaveField("UID", got.UID)))
+		g.Expect(cp.Data).To(Equal(getSecret(g, p.Spec.CredentialsSecretName).Data))
+	}, timeout, interval).Should(Succeed(), "the provider owns a copy of its credentials")
+	g.Expect(getSecret(g, p.Spec.CredentialsSecretName).OwnerReferences).To(BeEmpty(), "and not the Secret")
+
+	// As clusterctl move leaves the target: the copy's owner reference names this provider, its
+	// annotation the source's provider; the named Secret does not exist.
+	g.Expect(k8s.Delete(ctx, getSecret(g, p.Spec.CredentialsSecretName))).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, copyKey, &corev1.Secret{})) }, timeout, interval).
+		Should(BeTrue(), "a Secret deleted here takes its copy with it")
+	moved := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: credentialsNamespace, Name: copyKey.Name,
+			Labels:          map[string]string{infrav1.CredentialsMoveCopyLabel: ""},
+			Annotations:     map[string]string{infrav1.CredentialsCopyOfAnnotation: p.Spec.CredentialsSecretName, infrav1.CredentialsCopiedForAnnotation: "uid-in-the-source"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "OVirtProvider", Name: p.Name, UID: got.UID}}},
+		Data: cp.Data,
+	}
+	g.Expect(k8s.Create(ctx, moved)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		s := getSecret(g, p.Spec.CredentialsSecretName)
+		g.Expect(s.Data).To(Equal(cp.Data))
+		g.Expect(s.OwnerReferences).To(BeEmpty())
+	}, timeout, interval).Should(Succeed(), "the Secret is recreated from the copy that came with the provider")
+	eventuallyEvent(t, got, "CredentialsSecretRestored")
+	eventuallyProvider(t, p, true, "", "")
 }
 
 // TestDeletingAProviderWaitsForItsMachines: a provider whose machines still exist is not deleted
@@ -402,8 +452,9 @@ func TestPlainHTTPIsRefusedAndInsecureTLSIsShown(t *testing.T) {
 // startGarbageCollector runs Kubernetes' garbage collector (kube-controller-manager with only
 // that controller) against the suite's API server, when the node assets of make e2e are built
 // (NODE_ASSETS, or bin/node/*/kube-controller-manager); without them the caller's checks still
-// hold, only without a collector that could delete anything. It returns the stop function.
-func startGarbageCollector(t *testing.T) func() {
+// hold, only without a collector that could delete anything. It returns the stop function and
+// whether a collector runs.
+func startGarbageCollector(t *testing.T) (stop func(), running bool) {
 	t.Helper()
 	bin := ""
 	if dir := os.Getenv("NODE_ASSETS"); dir != "" {
@@ -415,7 +466,7 @@ func startGarbageCollector(t *testing.T) func() {
 	}
 	if _, err := os.Stat(bin); bin == "" || err != nil {
 		t.Log("kube-controller-manager not built (make node-assets): checking the Secrets without a garbage collector")
-		return func() {}
+		return func() {}, false
 	}
 	gc, err := harness.Start("garbage-collector", bin, []string{
 		"--kubeconfig=" + kubeconfigPath, "--controllers=garbagecollector", "--leader-elect=false",
@@ -434,5 +485,5 @@ func startGarbageCollector(t *testing.T) func() {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(dependent), &corev1.ConfigMap{}))
 	}, 2*timeout, interval).Should(BeTrue(), "the garbage collector deletes dependents:\n%s", harness.Tail(gc.Logs(), 30))
-	return func() { _ = gc.Stop(10 * time.Second) }
+	return func() { _ = gc.Stop(10 * time.Second) }, true
 }

@@ -11,7 +11,9 @@ package manager
 // API reader, the <cluster>-kubeconfig Secret by the ClusterCache's uncached Secret client, one
 // named Secret at a time. The rest only in --credentials-namespace ("system" becomes the
 // operator namespace in config/default; the chart renders the same Role there): the manager's
-// cache of Secrets is limited to that namespace (list, watch) and the OVirtProvider reconciler
-// patches the credentials Secrets. No create or delete anywhere.
+// cache of Secrets is limited to that namespace (list, watch), and there the OVirtProvider
+// reconciler removes an earlier release's owner reference from a credentials Secret (patch),
+// keeps the move copy of each (create, update, delete) and recreates a credentials Secret from
+// the copy that came with clusterctl move (create). No write outside that namespace.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;create;patch;update;delete
