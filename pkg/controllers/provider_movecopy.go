@@ -108,7 +108,12 @@ func (r *OVirtProviderReconciler) syncMoveCopy(ctx context.Context, p *infrav1.O
 			Type:       cp.Type,
 			Data:       maps.Clone(cp.Data),
 		}
-		if err := r.Client.Create(ctx, restored); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Client.Create(ctx, restored); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// Created meanwhile (by an operator, a replicator), not yet in the cache: it is
+				// kept, and its watch event brings the copy in line with it.
+				return nil
+			}
 			return fmt.Errorf("recreating credentials Secret %s/%s from its move copy: %w", ns, name, err)
 		}
 		log.Info("Recreated the credentials Secret from the move copy that came with the provider", "Secret", klog.KObj(restored))

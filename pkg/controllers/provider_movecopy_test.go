@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
@@ -105,6 +106,29 @@ func TestACarriedMoveCopyRecreatesTheSecret(t *testing.T) {
 	f.reconcile(t)
 	p, _ := f.get(t)
 	g.Expect(v1beta1conditions.IsTrue(p, infrav1.CanConnectToOVirtCondition)).To(BeTrue(), "the provider connects with the recreated Secret")
+}
+
+// TestASecretCreatedMeanwhileIsKept: the Secret appears in the API server (an operator, a
+// replicator) before the manager's cache has it; the recreation finds it there and leaves it:
+// no event claims a restore, and the copy is not rewritten from its own data.
+func TestASecretCreatedMeanwhileIsKept(t *testing.T) {
+	g := NewWithT(t)
+	f := newProviderFixture(t)
+	g.Expect(f.c.Delete(context.Background(), f.secret)).To(Succeed())
+	g.Expect(f.c.Create(context.Background(), carried("uid-in-the-source"))).To(Succeed())
+	inner := f.r.Client
+	f.r.Client = interceptor.NewClient(inner.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetName() == "p1-creds" {
+				return apierrors.NewAlreadyExists(corev1.Resource("secrets"), obj.GetName())
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	f.reconcile(t)
+	g.Expect(f.events()).NotTo(ContainElement(ContainSubstring("CredentialsSecretRestored")))
+	cp, _ := f.secretNamed(t, "capovp-p1-move")
+	g.Expect(cp.Annotations).To(HaveKeyWithValue(infrav1.CredentialsCopiedForAnnotation, "uid-in-the-source"), "the copy waits for the Secret's own data")
 }
 
 // TestOnlyACopyOfThisProviderRecreatesTheSecret: a copy owned by another provider UID (a stale
