@@ -15,6 +15,32 @@ type OVirtClusterSpec struct {
 	// it to Cluster spec.controlPlaneEndpoint. It cannot be changed once set.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// provider is the OVirtProvider the manager uses for what belongs to the cluster rather than
+	// to one machine: checking the failure domains and keeping the affinity groups. Empty: the
+	// provider of the cluster's machines (the checks of the failure domains then wait for the
+	// first machine).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Provider string `json:"provider,omitempty"`
+
+	// failureDomains are the Cluster API failure domains of the cluster, each an oVirt cluster
+	// (and optionally a storage domain). They are published in status.failureDomains, over which
+	// KubeadmControlPlane spreads the control plane; a Machine with spec.failureDomain gets its VM
+	// in that domain's oVirt cluster.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	FailureDomains []OVirtFailureDomain `json:"failureDomains,omitempty"`
+
+	// controlPlaneAntiAffinity keeps the control-plane VMs on different oVirt hosts with a
+	// negative VM affinity group per oVirt cluster: Soft (the default) spreads them as far as the
+	// hosts allow, Hard makes oVirt refuse to start a VM that would share a host, None creates
+	// no group.
+	// +optional
+	// +kubebuilder:default=Soft
+	ControlPlaneAntiAffinity AntiAffinityPolicy `json:"controlPlaneAntiAffinity,omitempty"`
 }
 
 // OVirtClusterInitializationStatus reports the initial provisioning of the cluster
@@ -29,7 +55,7 @@ type OVirtClusterInitializationStatus struct {
 // OVirtClusterStatus is the observed state of an OVirtCluster.
 type OVirtClusterStatus struct {
 	// conditions are Ready (mirrored by Cluster API into the Cluster's InfrastructureReady),
-	// Paused and ClusterReady.
+	// Paused, ClusterReady, FailureDomainsReady and AffinityGroupsReady.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -39,6 +65,20 @@ type OVirtClusterStatus struct {
 	// initialization is the initial provisioning of the cluster infrastructure.
 	// +optional
 	Initialization OVirtClusterInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// failureDomains are the failure domains of spec.failureDomains, published for Cluster API
+	// (the Cluster's status.failureDomains).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+
+	// affinityGroups are the oVirt affinity groups the manager created for the cluster.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	AffinityGroups []OVirtAffinityGroup `json:"affinityGroups,omitempty"`
 
 	// deprecated groups the fields of the v1beta1 API version that Cluster API no longer reads.
 	// +optional
@@ -57,6 +97,8 @@ type OVirtClusterStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status",description="Infrastructure ready"
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster API Cluster"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="Failure Domains",type="string",JSONPath=".status.failureDomains[*].name",priority=1,description="Failure domains"
+// +kubebuilder:printcolumn:name="Anti-Affinity",type="string",JSONPath=".spec.controlPlaneAntiAffinity",priority=1,description="Control-plane anti-affinity"
 
 // OVirtCluster is the infrastructure of one Cluster API cluster in oVirt. The Cluster references
 // it in spec.infrastructureRef.

@@ -144,6 +144,23 @@ type OVirtVMSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	NICs []NIC `json:"nics,omitempty"`
+
+	// antiAffinity keeps the VMs of one MachineDeployment on different oVirt hosts with a
+	// negative VM affinity group per oVirt cluster: Soft spreads them as far as the hosts allow,
+	// Hard makes oVirt refuse to start a VM that would share a host. Empty or None: no group.
+	// Control-plane machines follow the OVirtCluster's controlPlaneAntiAffinity instead.
+	// +optional
+	AntiAffinity AntiAffinityPolicy `json:"antiAffinity,omitempty"`
+
+	// affinityGroups are existing oVirt affinity groups, by name in the VM's oVirt cluster, that
+	// the VM joins when it is created (before it first starts). The manager never changes or
+	// deletes these groups.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	AffinityGroups []string `json:"affinityGroups,omitempty"`
 }
 
 // OVirtMachineSpec is the desired state of an OVirtMachine.
@@ -243,6 +260,25 @@ type OVirtMachineStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName,omitempty"`
 
+	// failureDomain is the failure domain the VM was created in (the Machine's
+	// spec.failureDomain).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// host is the name of the oVirt host that runs the VM, as last read; empty while it is down.
+	// The Machine carries it as the label node.cluster.x-k8s.io/ovirt-host, which Cluster API
+	// copies to the Node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Host string `json:"host,omitempty"`
+
+	// affinityGroups are the names of the oVirt affinity groups the VM was added to.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	AffinityGroups []string `json:"affinityGroups,omitempty"`
+
 	// deprecated groups the fields of the v1beta1 API version that Cluster API no longer reads.
 	// They are kept so that v1beta1 clients see them; they will be removed with v1beta1.
 	// +optional
@@ -291,6 +327,8 @@ type V1Beta1DeprecatedStatus struct {
 // +kubebuilder:printcolumn:name="VM Name",type="string",JSONPath=".status.vmName",priority=1,description="oVirt VM name"
 // +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1,description="Provider ID"
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=".status.nodeName",priority=1,description="Workload cluster Node"
+// +kubebuilder:printcolumn:name="Host",type="string",JSONPath=".status.host",priority=1,description="oVirt host"
+// +kubebuilder:printcolumn:name="Failure Domain",type="string",JSONPath=".status.failureDomain",priority=1,description="Failure domain"
 
 // OVirtMachine is one virtual machine in oVirt. Cluster API creates it from an
 // OVirtMachineTemplate when a MachineDeployment or KubeadmControlPlane scales.

@@ -84,6 +84,34 @@ type Client interface {
 	// next-run configuration; it refuses while the VM is being created
 	// (ErrLocked).
 	UpdateVM(ctx context.Context, vmID string, u VMUpdate) error
+
+	// GetCluster returns the cluster with this id (what FindCluster returns). ErrNotFound if
+	// there is none.
+	GetCluster(ctx context.Context, id string) (*Cluster, error)
+
+	// ListAffinityGroups returns the affinity groups of the cluster with their member VMs
+	// (GET /clusters/{id}/affinitygroups). ErrNotFound if the cluster does not exist.
+	ListAffinityGroups(ctx context.Context, clusterID string) ([]AffinityGroup, error)
+
+	// CreateAffinityGroup creates a VM affinity group (its VM rule enabled, no host rule) and
+	// returns it as the Engine reported it. ErrConflict when the cluster already has a group of
+	// that name.
+	CreateAffinityGroup(ctx context.Context, spec AffinityGroupSpec) (*AffinityGroup, error)
+
+	// UpdateAffinityGroup changes whether the group's VM rule is enforcing.
+	UpdateAffinityGroup(ctx context.Context, clusterID, groupID string, enforcing bool) error
+
+	// RemoveAffinityGroup deletes the group; its VMs are not touched. ErrNotFound if it does not
+	// exist.
+	RemoveAffinityGroup(ctx context.Context, clusterID, groupID string) error
+
+	// AddVMToAffinityGroup adds the VM to the group. A VM that is already a member is not an
+	// error.
+	AddVMToAffinityGroup(ctx context.Context, clusterID, groupID, vmID string) error
+
+	// RemoveVMFromAffinityGroup removes the VM from the group. A VM that is not a member, or a
+	// group that does not exist, is not an error.
+	RemoveVMFromAffinityGroup(ctx context.Context, clusterID, groupID, vmID string) error
 }
 
 // TLS selects how the engine's certificate is verified. With neither field

@@ -43,6 +43,13 @@ var (
 	// client-side validation failure. The message keeps the engine's detail.
 	ErrInvalid = errors.New("invalid request")
 
+	// ErrNoHost means the Engine's scheduler found no host for the VM: it refused to start it
+	// because no host in the cluster is up, has room, or satisfies the VM's enforcing affinity
+	// groups ("Cannot run VM. There is no host that satisfies current scheduling constraints.").
+	// It also matches ErrConflict (the Engine answers 409); the Detail keeps the Engine's
+	// explanation per host and filter.
+	ErrNoHost = errors.New("no host satisfies the scheduling constraints")
+
 	// ErrClosed means the Client's connection was closed because the
 	// provider's settings (URL, credentials, TLS) changed, the provider was
 	// forgotten or the Factory was closed. Ask the Factory for a new Client.

@@ -108,6 +108,9 @@ type Template struct {
 	Name      string
 	Version   int
 	ClusterID string
+	// DataCenterID is the data center of the template's cluster: a template can be used by
+	// every cluster of that data center (empty when the template has no cluster, as Blank).
+	DataCenterID string
 	OSType    string
 	// Disks are the template's disks; their ids are what a storage-domain
 	// override at creation refers to.
@@ -161,6 +164,10 @@ type VM struct {
 	TemplateID         string
 	OriginalTemplateID string
 	OSType             string
+	// HostID and HostName name the host that runs the VM; empty while it is down. HostName is
+	// filled by GetVM only (host names are read once per connection and cached).
+	HostID   string
+	HostName string
 	// Disks and NICs are filled by GetVM only, read from their own endpoints when the engine
 	// did not return them inline.
 	Disks []Disk
@@ -231,4 +238,32 @@ type DiskUpdate struct {
 	ProvisionedSize int64
 	// Alias is the new alias; "" leaves it unchanged.
 	Alias string
+}
+
+// AffinityGroup is a VM affinity group of an oVirt cluster (its VM rule; CAPOV does not use host
+// rules).
+type AffinityGroup struct {
+	ID          string
+	Name        string
+	Description string
+	ClusterID   string
+	// Positive is true when the group's VMs should run together, false when they should run
+	// apart.
+	Positive bool
+	// Enforcing is true when the scheduler must honour the rule (it refuses to start a VM
+	// otherwise), false when it is best effort.
+	Enforcing bool
+	// VMIDs are the ids of the member VMs.
+	VMIDs []string
+}
+
+// AffinityGroupSpec is what CreateAffinityGroup creates.
+type AffinityGroupSpec struct {
+	ClusterID string
+	// Name must be unique in the cluster.
+	Name string
+	// Description is free text; CAPOV writes its owner marker there.
+	Description string
+	Positive    bool
+	Enforcing   bool
 }
