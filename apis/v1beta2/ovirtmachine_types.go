@@ -173,6 +173,15 @@ type OVirtMachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
+
+	// failureDomain is the failure domain of the OVirtCluster the VM is created in: its oVirt
+	// cluster and storage domain replace spec.ovirtcluster and spec.storagedomainname. The
+	// manager copies the Machine's spec.failureDomain (set by KubeadmControlPlane and
+	// MachineDeployments) here before it creates the VM. Admission refuses a name that the
+	// OVirtCluster does not define, and a change once set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	FailureDomain string `json:"failureDomain,omitempty"`
 }
 
 // OVirtMachineInitializationStatus reports the initial provisioning of the machine (Cluster API
