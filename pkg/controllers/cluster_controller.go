@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -19,7 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
@@ -28,17 +34,36 @@ import (
 // status.initialization.provisioned = true (the v1beta1 status.ready) and Ready; on deletion
 // the finalizer is dropped; a paused Cluster is skipped. The VMs belong to the OVirtMachines,
 // which Cluster API deletes before the OVirtCluster.
+//
+// It also publishes spec.failureDomains in status.failureDomains, checks them in oVirt
+// (FailureDomainsReady), and keeps the affinity groups the cluster's machines need
+// (status.affinityGroups, AffinityGroupsReady), which it deletes with the cluster.
 type OVirtClusterReconciler struct {
-	// Client reads and patches OVirtClusters and reads Clusters.
+	// Client reads and patches OVirtClusters and reads Clusters and OVirtMachines.
 	Client client.Client
+	// APIReader reads Namespaces (the providers' allowedNamespaces).
+	APIReader client.Reader
+	// Connector hands out oVirt clients per OVirtProvider; nil leaves out everything in oVirt.
+	Connector *Connector
+	// Recorder emits events on the OVirtCluster.
+	Recorder events.EventRecorder
+	// CheckInterval is how often the failure domains and the recorded affinity groups are
+	// checked again in oVirt (default 10 minutes); a change of the cluster's spec, providers or
+	// templates checks them at once.
+	CheckInterval time.Duration
 	// WatchFilterValue limits reconciliation to labelled objects.
 	WatchFilterValue string
+	// Now returns the time; tests may fix it.
+	Now func() time.Time
+
+	checks checkTracker
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler; Cluster pause transitions reconcile the
 // OVirtCluster again.
@@ -51,6 +76,8 @@ func (r *OVirtClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&clusterv1.Cluster{},
 			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("OVirtCluster"), mgr.GetClient(), &infrav1.OVirtCluster{})),
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
+		Watches(&infrav1.OVirtMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
+			builder.WithPredicates(placementChanged())).
 		Named("ovirtcluster").
 		Complete(r)
 }
@@ -94,14 +121,68 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	if !oc.DeletionTimestamp.IsZero() {
 		v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1.ConditionSeverityInfo, "deleting")
+		if r.Connector != nil {
+			// The affinity groups go with the cluster; the finalizer stays until they are gone.
+			if done, err := r.deleteGroups(ctx, oc); err != nil || !done {
+				return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, err
+			}
+		}
+		r.checks.forget(req.String())
 		controllerutil.RemoveFinalizer(oc, infrav1.ClusterFinalizer)
 		return ctrl.Result{}, nil
 	}
 	oc.Status.Initialization.Provisioned = ptr.To(true)
 	v1beta1conditions.MarkTrue(oc, infrav1.ClusterReadyCondition)
-	return ctrl.Result{}, nil
+	if r.Connector == nil {
+		oc.Status.FailureDomains = publishedFailureDomains(oc)
+		return ctrl.Result{}, nil
+	}
+	clusterName := oc.Labels[clusterv1.ClusterNameLabel]
+	if cluster != nil {
+		clusterName = cluster.Name
+	}
+	return r.reconcilePlacement(ctx, oc, clusterName)
+}
+
+// machineToCluster maps an OVirtMachine to the OVirtClusters of its Cluster.
+func (r *OVirtClusterReconciler) machineToCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil
+	}
+	list := &infrav1.OVirtClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the OVirtClusters of a machine", "OVirtMachine", klog.KObj(o))
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// placementChanged passes the OVirtMachine events that change what the cluster keeps for its
+// machines: a machine created or deleted, or a change of its labels, provider, template,
+// oVirt cluster, failure domain or anti-affinity. Status updates of the lifecycle do not
+// reconcile the OVirtCluster.
+func placementChanged() predicate.Funcs {
+	key := func(o client.Object) string {
+		om, ok := o.(*infrav1.OVirtMachine)
+		if !ok {
+			return ""
+		}
+		l := om.Labels
+		return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%s|%s|%s", l[clusterv1.ClusterNameLabel], l[clusterv1.MachineControlPlaneLabel],
+			l[clusterv1.MachineDeploymentNameLabel], l[clusterv1.MachineSetNameLabel], om.Spec.Provider, om.Spec.Template,
+			om.Spec.OVirtCluster, machineFailureDomain(om), om.Spec.AntiAffinity)
+	}
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool { return key(e.ObjectOld) != key(e.ObjectNew) },
+	}
 }
 
 // ownedClusterConditions are the v1beta1-format conditions the manager owns on OVirtClusters;
 // with Ready they are also its status.conditions.
-var ownedClusterConditions = []clusterv1.ConditionType{clusterv1.ReadyV1Beta1Condition, infrav1.ClusterReadyCondition}
+var ownedClusterConditions = []clusterv1.ConditionType{clusterv1.ReadyV1Beta1Condition, infrav1.ClusterReadyCondition,
+	infrav1.FailureDomainsReadyCondition, infrav1.AffinityGroupsReadyCondition}

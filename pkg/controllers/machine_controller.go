@@ -127,6 +127,7 @@ type OVirtMachineReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // SetupWithManager registers the reconciler and its watches: Machines (bootstrap data,
@@ -163,7 +164,9 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Watches(&infrav1.OVirtProvider{}, handler.EnqueueRequestsFromMapFunc(r.providerToMachines),
-			builder.WithPredicates(providerBecameUsable()))
+			builder.WithPredicates(providerBecameUsable())).
+		Watches(&infrav1.OVirtCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPlacementMachines),
+			builder.WithPredicates(groupsOrDomainsChanged()))
 	if r.ClusterCache != nil {
 		b = b.WatchesRawSource(r.ClusterCache.GetClusterSource("ovirtmachine", clusterToMachines))
 	}
@@ -237,7 +240,9 @@ type machineScope struct {
 	machine  *clusterv1.Machine
 	cluster  *clusterv1.Cluster
 	provider *infrav1.OVirtProvider
-	ovirt    ovirt.Client
+	// oc is the Cluster's OVirtCluster, read on demand (ovirtCluster).
+	oc    *infrav1.OVirtCluster
+	ovirt ovirt.Client
 	vm       *ovirt.VM
 	// vmRead is set when vm was just read from oVirt (it then counts as an observation).
 	vmRead bool

@@ -129,9 +129,17 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(ctrl.Result{}, fmt.Errorf("reading bootstrap data: %w", err))
 	}
 
-	ocl, tpl, miss, err := findClusterAndTemplate(ctx, s.ovirt, om.Spec.OVirtCluster, om.Spec.Template)
+	place, miss, err := r.resolvePlacement(ctx, s)
 	if err != nil {
 		return stop(ctrl.Result{}, err)
+	}
+	var ocl *ovirt.Cluster
+	var tpl *ovirt.Template
+	if miss == nil {
+		ocl, tpl, miss, err = findClusterAndTemplate(ctx, s.ovirt, place.ovirtCluster, om.Spec.Template, place.failureDomain)
+		if err != nil {
+			return stop(ctrl.Result{}, err)
+		}
 	}
 	if miss != nil {
 		created(miss.reason, clusterv1.ConditionSeverityWarning, "%s", miss.message)
@@ -170,7 +178,11 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		spec.MemoryBytes = m.SizeMB << 20
 		spec.GuaranteedMemoryBytes = m.GuaranteedMB << 20
 	}
-	if sdName := ResolveStorageDomain(om.Spec.StorageDomainName, s.provider.Spec.StorageDomainName); sdName != "" {
+	sdName := ResolveStorageDomain(om.Spec.StorageDomainName, s.provider.Spec.StorageDomainName)
+	if place.storageDomain != "" {
+		sdName = place.storageDomain
+	}
+	if sdName != "" {
 		sd, err := s.ovirt.FindStorageDomain(ctx, sdName)
 		if err != nil && !errors.Is(err, ovirt.ErrNotFound) {
 			return stop(ctrl.Result{}, fmt.Errorf("finding storage domain %q: %w", sdName, err))
@@ -228,11 +240,13 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	om.Status.VMName = vmName
 	om.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	om.Status.DiskClone = ptr.To(clone)
+	om.Status.FailureDomain = place.failureDomain
 	om.Status.SystemDiskIDs = nil
 	om.Status.SystemDisksPending = ptr.To(true)
 	r.recordEngine(ctx, s)
 	s.vm = vm
-	s.log.Info("Created VM", "vmID", vm.ID, "vmName", vmName, "template", tpl.Name, "clone", clone)
+	s.log.Info("Created VM", "vmID", vm.ID, "vmName", vmName, "template", tpl.Name, "clone", clone,
+		"ovirtCluster", place.ovirtCluster, "failureDomain", place.failureDomain)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)
 	created(infrav1.VMCreatingReason, clusterv1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
 	return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)

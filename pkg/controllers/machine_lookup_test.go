@@ -32,7 +32,7 @@ func TestFindClusterAndTemplateNamesWhatIsMissing(t *testing.T) {
 		{"a wrong cluster is OVirtClusterNotFound, not a missing template", "Nowhere", "rhcos-4.14", nil,
 			infrav1.OVirtClusterNotFoundReason, []string{`oVirt cluster "Nowhere" (spec.ovirtcluster) not found`}, false},
 		{"a template of another cluster says where it is", "Default", "ubuntu-22.04", nil,
-			infrav1.TemplateNotFoundReason, []string{`template "ubuntu-22.04" (spec.template) exists in another oVirt cluster (id cluster-secondary) but not in oVirt cluster "Default"`}, false},
+			infrav1.TemplateNotFoundReason, []string{`template "ubuntu-22.04" (spec.template) exists in another oVirt cluster (id cluster-secondary) of another data center, but not in oVirt cluster "Default"`}, false},
 		{"a template that exists nowhere is TemplateNotFound in the cluster", "Default", "centos-9", nil,
 			infrav1.TemplateNotFoundReason, []string{`template "centos-9" (spec.template) not found in oVirt cluster "Default"`}, false},
 		{"a failing lookup is an error for backoff, not a condition", "Default", "centos-9", errors.New("connection reset"), "", nil, true},
@@ -44,7 +44,7 @@ func TestFindClusterAndTemplateNamesWhatIsMissing(t *testing.T) {
 			if tt.lookupErr != nil {
 				c.FindTemplateFunc = func(context.Context, string, string) (*ovirt.Template, error) { return nil, tt.lookupErr }
 			}
-			ocl, tpl, miss, err := findClusterAndTemplate(context.Background(), c, tt.cluster, tt.template)
+			ocl, tpl, miss, err := findClusterAndTemplate(context.Background(), c, tt.cluster, tt.template, "")
 			switch {
 			case tt.wantErr:
 				g.Expect(err).To(MatchError(tt.lookupErr))

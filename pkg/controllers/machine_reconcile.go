@@ -74,6 +74,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		r.ensureVM,
 		r.reconcileDisks,
 		r.reconcileNICs,
+		r.reconcileAffinity,
 		r.reconcilePower,
 		r.reconcileNode,
 		r.clearBootstrapData,
@@ -329,6 +330,7 @@ func (r *OVirtMachineReconciler) recordVM(ctx context.Context, s *machineScope, 
 	if vm.Name != "" {
 		om.Status.VMName = vm.Name
 	}
+	om.Status.Host = vm.HostName
 	if om.Spec.ProviderID == "" {
 		om.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	}
@@ -546,6 +548,9 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 	switch vm.Status {
 	case ovirt.VMStatusUp:
 		r.waits.finished(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, r.Now())
+		if err := r.syncHostLabel(ctx, s); err != nil {
+			return stop(ctrl.Result{}, err)
+		}
 		if addrs := machineAddresses(vm, s.cluster.Spec.ControlPlaneEndpoint.Host); len(addrs) > 0 {
 			v1beta1conditions.MarkTrue(om, infrav1.MachineOnCondition)
 			om.Status.Addresses = addrs
@@ -562,6 +567,17 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 			switch {
 			case errors.Is(err, ovirt.ErrLocked):
 				return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
+			case errors.Is(err, ovirt.ErrNoHost):
+				reason, what := infrav1.VMPowerOnFailedReason, "no host in the oVirt cluster can run it"
+				if len(om.Status.AffinityGroups) > 0 {
+					reason, what = infrav1.AffinityRulesUnsatisfiableReason, "no host satisfies its affinity groups "+fmt.Sprintf("%q", om.Status.AffinityGroups)
+				}
+				if v1beta1conditions.GetReason(om, infrav1.MachineOnCondition) != reason {
+					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventNoHost, "PowerOn", "oVirt cannot start VM %s: %s: %v", vm.ID, what, err)
+				}
+				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, reason, clusterv1.ConditionSeverityWarning,
+					"oVirt cannot start VM %s: %s; retrying (a host coming up, or a Soft policy, lets it start): %v", vm.ID, what, err)
+				return stop(r.retryLater(), nil)
 			case engineRefused(err):
 				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason, clusterv1.ConditionSeverityWarning,
 					"oVirt refused to start VM %s: %v", vm.ID, err)

@@ -113,6 +113,13 @@ func (t *checkTracker) record(provider, fingerprint string, now time.Time) {
 	t.last[provider] = lastCheck{fingerprint: fingerprint, at: now}
 }
 
+// forget drops what is known of a key.
+func (t *checkTracker) forget(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.last, key)
+}
+
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtproviders/finalizers,verbs=update

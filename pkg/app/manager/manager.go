@@ -154,8 +154,10 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	}).SetupWithManager(ctx, mgr, concurrency[providerController]); err != nil {
 		return fmt.Errorf("setting up the OVirtProvider controller: %w", err)
 	}
-	if err := (&controllers.OVirtClusterReconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).
-		SetupWithManager(ctx, mgr, concurrency[clusterController]); err != nil {
+	if err := (&controllers.OVirtClusterReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
+		Recorder: mgr.GetEventRecorder("ovirtcluster-controller"), CheckInterval: opts.SyncPeriod, WatchFilterValue: opts.WatchFilter,
+	}).SetupWithManager(ctx, mgr, concurrency[clusterController]); err != nil {
 		return fmt.Errorf("setting up the OVirtCluster controller: %w", err)
 	}
 	intervals := controllers.DefaultIntervals()

@@ -13,6 +13,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -33,12 +34,14 @@ const cacheSyncCheckTimeout = time.Second
 
 // NewScheme returns the scheme of the webhook server: the admission decoder needs the CAPOV
 // hub kinds (v1beta2), the /convert endpoint both versions; the Kubernetes kinds are there for
-// the manager's own objects.
+// the manager's own objects, Cluster API's v1beta2 Cluster for the check of an OVirtMachine's
+// spec.failureDomain (its OVirtCluster is found through it).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
 	utilruntime.Must(infrav1beta1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
 	return s
 }
 
