@@ -19,10 +19,16 @@ import (
 //   - status.failureReason/failureMessage <-> status.deprecated.v1beta1;
 //   - OVirtProvider status.ready <-> status.deprecated.v1beta1.ready;
 //   - OVirtProvider spec.allowedNamespaces (v1beta2 only: dropped here, kept by the webhook);
+//   - the placement fields (v1beta2 only: dropped here, kept by the webhook): OVirtCluster
+//     spec.provider, spec.failureDomains, spec.controlPlaneAntiAffinity, status.failureDomains
+//     and status.affinityGroups; the VM spec's antiAffinity and affinityGroups (OVirtMachine
+//     and OVirtMachineTemplate); OVirtMachine spec.failureDomain, status.failureDomain,
+//     status.host and status.affinityGroups;
 //   - the Cluster API types of v1beta1 (local copies) <-> Cluster API's v1beta2 types.
 //
-// What v1beta1 cannot express (provisioned *false, providerID "") is restored by the conversion
-// webhook from the conversion-data annotation (pkg/webhooks/conversion).
+// What v1beta1 cannot express (provisioned *false, providerID "", the v1beta2-only fields) is
+// restored by the conversion webhook from the conversion-data annotation
+// (pkg/webhooks/conversion). Up-conversion here leaves the v1beta2-only fields unset.
 
 // Convert_v1beta1_OVirtMachineSpec_To_v1beta2_OVirtMachineSpec converts the machine spec.
 func Convert_v1beta1_OVirtMachineSpec_To_v1beta2_OVirtMachineSpec(in *OVirtMachineSpec, out *v1beta2.OVirtMachineSpec, s apimachineryconversion.Scope) error {
@@ -47,6 +53,20 @@ func Convert_v1beta2_OVirtMachineSpec_To_v1beta1_OVirtMachineSpec(in *v1beta2.OV
 		out.ProviderID = &id
 	}
 	return nil
+}
+
+// Convert_v1beta2_OVirtVMSpec_To_v1beta1_OVirtVMSpec converts the VM spec of a machine or
+// template. antiAffinity and affinityGroups have no v1beta1 field and are dropped (the
+// conversion webhook keeps them in the conversion-data annotation).
+func Convert_v1beta2_OVirtVMSpec_To_v1beta1_OVirtVMSpec(in *v1beta2.OVirtVMSpec, out *OVirtVMSpec, s apimachineryconversion.Scope) error {
+	return autoConvert_v1beta2_OVirtVMSpec_To_v1beta1_OVirtVMSpec(in, out, s)
+}
+
+// Convert_v1beta2_OVirtClusterSpec_To_v1beta1_OVirtClusterSpec converts the cluster spec.
+// provider, failureDomains and controlPlaneAntiAffinity have no v1beta1 field and are dropped
+// (the conversion webhook keeps them in the conversion-data annotation).
+func Convert_v1beta2_OVirtClusterSpec_To_v1beta1_OVirtClusterSpec(in *v1beta2.OVirtClusterSpec, out *OVirtClusterSpec, s apimachineryconversion.Scope) error {
+	return autoConvert_v1beta2_OVirtClusterSpec_To_v1beta1_OVirtClusterSpec(in, out, s)
 }
 
 // Convert_v1beta1_OVirtMachineStatus_To_v1beta2_OVirtMachineStatus converts the machine status.

@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/capov/capov/apis/v1beta2"
 )
 
 func ptrTo[T any](v T) *T { return &v }
@@ -184,4 +187,75 @@ func TestConditionAccessors(t *testing.T) {
 	if len(p.GetConditions()) != 1 {
 		t.Fatal("accessors lost conditions")
 	}
+}
+
+// TestPlacementIsV1Beta2Only: the placement fields of v1beta2 (failure domains, anti-affinity,
+// affinity groups, the host) have no v1beta1 field. The conversion functions of this package
+// drop them on the way down, leaving everything v1beta1 has as it was, and leave them unset on
+// the way up; the conversion webhook (pkg/webhooks/conversion) restores them from the
+// conversion-data annotation.
+func TestPlacementIsV1Beta2Only(t *testing.T) {
+	objs := fullObjects()
+	cluster, machine, template := objs[1].(*OVirtCluster), objs[2].(*OVirtMachine), objs[3].(*OVirtMachineTemplate)
+	placeVM := func(s *v1beta2.OVirtVMSpec) {
+		s.AntiAffinity, s.AffinityGroups = v1beta2.AntiAffinityHard, []string{"db-spread"}
+	}
+
+	t.Run("OVirtCluster", func(t *testing.T) {
+		hub := &v1beta2.OVirtCluster{}
+		if err := Convert_v1beta1_OVirtCluster_To_v1beta2_OVirtCluster(cluster.DeepCopy(), hub, nil); err != nil {
+			t.Fatal(err)
+		}
+		if hub.Spec.Provider != "" || hub.Spec.FailureDomains != nil || hub.Spec.ControlPlaneAntiAffinity != "" ||
+			hub.Status.FailureDomains != nil || hub.Status.AffinityGroups != nil {
+			t.Fatalf("up-conversion set placement fields: %+v %+v", hub.Spec, hub.Status)
+		}
+		hub.Spec.Provider, hub.Spec.ControlPlaneAntiAffinity = "ovirt-prod", v1beta2.AntiAffinityNone
+		hub.Spec.FailureDomains = []v1beta2.OVirtFailureDomain{{Name: "fd-1", OVirtCluster: "Cluster-1", ControlPlane: ptrTo(true)}}
+		hub.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "fd-1", ControlPlane: ptrTo(true)}}
+		hub.Status.AffinityGroups = []v1beta2.OVirtAffinityGroup{{Role: v1beta2.AffinityGroupRoleControlPlane, Provider: "ovirt-prod", OVirtCluster: "Cluster-1", Name: "g"}}
+		down := &OVirtCluster{}
+		if err := Convert_v1beta2_OVirtCluster_To_v1beta1_OVirtCluster(hub, down, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(cluster, down) {
+			t.Errorf("down-conversion changed what v1beta1 has:\n%+v\n%+v", cluster, down)
+		}
+	})
+	t.Run("OVirtMachine", func(t *testing.T) {
+		hub := &v1beta2.OVirtMachine{}
+		if err := Convert_v1beta1_OVirtMachine_To_v1beta2_OVirtMachine(machine.DeepCopy(), hub, nil); err != nil {
+			t.Fatal(err)
+		}
+		if hub.Spec.FailureDomain != "" || hub.Spec.AntiAffinity != "" || hub.Spec.AffinityGroups != nil ||
+			hub.Status.FailureDomain != "" || hub.Status.Host != "" || hub.Status.AffinityGroups != nil {
+			t.Fatalf("up-conversion set placement fields: %+v %+v", hub.Spec, hub.Status)
+		}
+		placeVM(&hub.Spec.OVirtVMSpec)
+		hub.Spec.FailureDomain, hub.Status.FailureDomain, hub.Status.Host, hub.Status.AffinityGroups = "fd-1", "fd-1", "host-7", []string{"g"}
+		down := &OVirtMachine{}
+		if err := Convert_v1beta2_OVirtMachine_To_v1beta1_OVirtMachine(hub, down, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(machine, down) {
+			t.Errorf("down-conversion changed what v1beta1 has:\n%+v\n%+v", machine, down)
+		}
+	})
+	t.Run("OVirtMachineTemplate", func(t *testing.T) {
+		hub := &v1beta2.OVirtMachineTemplate{}
+		if err := Convert_v1beta1_OVirtMachineTemplate_To_v1beta2_OVirtMachineTemplate(template.DeepCopy(), hub, nil); err != nil {
+			t.Fatal(err)
+		}
+		if s := hub.Spec.Template.Spec; s.AntiAffinity != "" || s.AffinityGroups != nil {
+			t.Fatalf("up-conversion set placement fields: %+v", s)
+		}
+		placeVM(&hub.Spec.Template.Spec)
+		down := &OVirtMachineTemplate{}
+		if err := Convert_v1beta2_OVirtMachineTemplate_To_v1beta1_OVirtMachineTemplate(hub, down, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(template, down) {
+			t.Errorf("down-conversion changed what v1beta1 has:\n%+v\n%+v", template, down)
+		}
+	})
 }

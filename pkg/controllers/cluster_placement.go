@@ -373,7 +373,7 @@ func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client
 	if err != nil {
 		return nil, false, fmt.Errorf("finding oVirt cluster %q: %w", k.ovirtCluster, err)
 	}
-	name := groupName(oc, k.role)
+	name := groupName(oc, k.role, k.ovirtCluster)
 	rec := &infrav1.OVirtAffinityGroup{Role: k.role, Provider: k.provider, OVirtCluster: k.ovirtCluster, OVirtClusterID: cl.ID, Name: name, Enforcing: enforcing}
 	groups, err := c.ListAffinityGroups(ctx, cl.ID)
 	if err != nil {

@@ -104,7 +104,7 @@ func neededGroups(om *infrav1.OVirtMachine, oc *infrav1.OVirtCluster) []neededGr
 	var out []neededGroup
 	if oc != nil {
 		if role, policy := affinityRole(om, oc); role != "" {
-			out = append(out, neededGroup{name: groupName(oc, role), managed: true, role: role, enforcing: policy == infrav1.AntiAffinityHard})
+			out = append(out, neededGroup{name: groupName(oc, role, placementCluster(om, oc)), managed: true, role: role, enforcing: policy == infrav1.AntiAffinityHard})
 		}
 	}
 	for _, n := range om.Spec.AffinityGroups {

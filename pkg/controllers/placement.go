@@ -42,11 +42,13 @@ const maxGroupName = 120
 // groupNameChars are the characters kept in a group name; others become '-'.
 var groupNameChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 
-// groupName is the name of the affinity group of a role in a cluster:
-// "capov-<namespace>-<cluster>-<role>" ("md/x" becomes "md-x"), or a prefix of it, a dash and 8
-// hex digits of a hash of the full name when longer than maxGroupName.
-func groupName(oc *infrav1.OVirtCluster, role string) string {
-	full := "capov-" + oc.Namespace + "-" + oc.Name + "-" + groupNameChars.ReplaceAllString(role, "-")
+// groupName is the name of the affinity group of a role in an oVirt cluster:
+// "capov-<namespace>-<cluster>-<role>-<ovirt cluster>" ("md/x" becomes "md-x", characters the
+// Engine refuses become "-"), or a prefix of it, a dash and 8 hex digits of a hash of the full
+// name when longer than maxGroupName. The Engine wants affinity group names unique across all
+// its clusters, so the oVirt cluster is part of the name.
+func groupName(oc *infrav1.OVirtCluster, role, ovirtCluster string) string {
+	full := "capov-" + oc.Namespace + "-" + oc.Name + "-" + groupNameChars.ReplaceAllString(role, "-") + "-" + groupNameChars.ReplaceAllString(ovirtCluster, "-")
 	if len(full) <= maxGroupName {
 		return full
 	}

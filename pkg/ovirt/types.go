@@ -111,7 +111,7 @@ type Template struct {
 	// DataCenterID is the data center of the template's cluster: a template can be used by
 	// every cluster of that data center (empty when the template has no cluster, as Blank).
 	DataCenterID string
-	OSType    string
+	OSType       string
 	// Disks are the template's disks; their ids are what a storage-domain
 	// override at creation refers to.
 	Disks []Disk

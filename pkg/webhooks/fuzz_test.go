@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
@@ -85,11 +86,37 @@ func checkAdmittedVMSpec(t *testing.T, s *infrav1.OVirtVMSpec, clone bool) {
 		t.Fatalf("admitted memory %+v", *s.Memory)
 	case s.VMType != "" && !isVMType(s.VMType):
 		t.Fatalf("admitted vmtype %q", s.VMType)
+	case s.AntiAffinity != "" && !isAntiAffinityPolicy(s.AntiAffinity):
+		t.Fatalf("admitted antiAffinity %q", s.AntiAffinity)
+	case len(s.AffinityGroups) > MaxAffinityGroups:
+		t.Fatalf("admitted %d affinity groups", len(s.AffinityGroups))
 	}
 	for _, n := range s.NICs {
 		if strings.TrimSpace(n.VnicProfile) == "" {
 			t.Fatalf("admitted an empty vnicprofile: %+v", s.NICs)
 		}
+	}
+	seen := map[string]bool{}
+	for _, g := range s.AffinityGroups {
+		if strings.TrimSpace(g) == "" || seen[g] {
+			t.Fatalf("admitted affinity groups %q", s.AffinityGroups)
+		}
+		seen[g] = true
+	}
+}
+
+// fuzzClusters reads the Cluster my-cluster of namespace default and its OVirtCluster
+// my-ovirtcluster, whose failure domains are fd-1 and fd-2.
+func fuzzClusters() client.Reader {
+	return readerWithObjects(capiCluster("my-ovirtcluster"), infraCluster("my-ovirtcluster"))
+}
+
+// checkAdmittedFailureDomain fails when a failure domain checked against fuzzClusters was
+// admitted although my-ovirtcluster does not define it.
+func checkAdmittedFailureDomain(t *testing.T, m *infrav1.OVirtMachine) {
+	t.Helper()
+	if fd := m.Spec.FailureDomain; fd != "" && m.Namespace == "default" && m.Labels[clusterv1.ClusterNameLabel] == "my-cluster" && fd != "fd-1" && fd != "fd-2" {
+		t.Fatalf("admitted failure domain %q, which my-ovirtcluster does not define", fd)
 	}
 }
 
@@ -99,6 +126,12 @@ func FuzzOVirtMachineCreate(f *testing.F) {
 		machine(func(m *infrav1.OVirtMachine) { m.Spec.StorageDomainName = "fast-ssd" }),
 		machine(func(m *infrav1.OVirtMachine) { m.Spec.CPU.Sockets, m.Spec.Memory.GuaranteedMB = 0, 1<<40 }),
 		machine(func(m *infrav1.OVirtMachine) { m.Spec.NICs, m.Spec.ProviderID = []infrav1.NIC{{}}, "ovirt://" }),
+		machine(inCluster("my-cluster", "fd-1"), func(m *infrav1.OVirtMachine) {
+			m.Spec.AntiAffinity, m.Spec.AffinityGroups = infrav1.AntiAffinitySoft, []string{"db-spread"}
+		}),
+		machine(inCluster("my-cluster", "fd-x"), func(m *infrav1.OVirtMachine) {
+			m.Spec.AntiAffinity, m.Spec.AffinityGroups = "hard", []string{"a", "a", ""}
+		}),
 	} {
 		f.Add(mustJSON(f, m), uint8(1), "fast-ssd", false)
 	}
@@ -110,7 +143,7 @@ func FuzzOVirtMachineCreate(f *testing.F) {
 		}
 		p := fuzzProvider(mode, providerSD)
 		w := readerFor(p)
-		w.Gates = featuregates.Gates{DiskClone: gate}
+		w.Gates, w.Clusters = featuregates.Gates{DiskClone: gate}, fuzzClusters()
 		ctx := context.Background()
 		if err := w.Default(ctx, m); err != nil {
 			t.Fatalf("Default failed on a create: %v", err)
@@ -127,6 +160,7 @@ func FuzzOVirtMachineCreate(f *testing.F) {
 		if err == nil {
 			clone := ResolveDiskClone(m.Spec.DiskClone, p, w.Gates)
 			checkAdmittedVMSpec(t, &m.Spec.OVirtVMSpec, clone)
+			checkAdmittedFailureDomain(t, m)
 		}
 	})
 }
@@ -139,12 +173,17 @@ func FuzzOVirtMachineUpdate(f *testing.F) {
 	f.Add(mustJSON(f, base), mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://1" })))
 	f.Add(mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "ovirt://1" })), mustJSON(f, machine()))
 	f.Add(mustJSON(f, base), []byte(`{"spec":{"template":"other"},"status":{"failureReason":null}}`))
+	f.Add(mustJSON(f, machine(inCluster("my-cluster", ""))), mustJSON(f, machine(inCluster("my-cluster", "fd-2"))))
+	f.Add(mustJSON(f, machine(inCluster("my-cluster", ""))), mustJSON(f, machine(inCluster("my-cluster", "fd-x"))))
+	f.Add(mustJSON(f, machine(inCluster("my-cluster", "fd-1"))), mustJSON(f, machine(inCluster("my-cluster", "fd-2"))))
+	f.Add(mustJSON(f, machine()), mustJSON(f, machine(func(m *infrav1.OVirtMachine) { m.Spec.AffinityGroups = []string{"a"} })))
 	f.Fuzz(func(t *testing.T, oldData, newData []byte) {
 		old, m := &infrav1.OVirtMachine{}, &infrav1.OVirtMachine{}
 		if json.Unmarshal(oldData, old) != nil || json.Unmarshal(newData, m) != nil {
 			return
 		}
 		w := readerFor(provider("ovirt-prod"))
+		w.Clusters = fuzzClusters()
 		ctx := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			Operation: admissionv1.Update, Object: runtime.RawExtension{Raw: newData}, OldObject: runtime.RawExtension{Raw: oldData},
 		}})
@@ -164,11 +203,18 @@ func FuzzOVirtMachineUpdate(f *testing.F) {
 		}
 		oldSpec, newSpec := old.Spec.DeepCopy(), m.Spec.DeepCopy()
 		oldSpec.ProviderID, newSpec.ProviderID = "", ""
+		oldSpec.FailureDomain, newSpec.FailureDomain = "", ""
 		if !equality.Semantic.DeepEqual(oldSpec, newSpec) {
 			t.Fatalf("admitted a spec change:\n%+v\n%+v", old.Spec, m.Spec)
 		}
 		if o := old.Spec.ProviderID; o != "" && o != m.Spec.ProviderID {
 			t.Fatalf("admitted a providerID change from %q", o)
+		}
+		if o := old.Spec.FailureDomain; o != "" && o != m.Spec.FailureDomain {
+			t.Fatalf("admitted a failureDomain change from %q", o)
+		}
+		if old.Spec.FailureDomain == "" {
+			checkAdmittedFailureDomain(t, m)
 		}
 	})
 }
@@ -278,6 +324,53 @@ func FuzzOVirtCluster(f *testing.F) {
 	})
 }
 
+// checkAdmittedClusterPlacement fails when an admitted OVirtCluster spec breaks a rule
+// ValidateOVirtClusterPlacement guarantees.
+func checkAdmittedClusterPlacement(t *testing.T, s *infrav1.OVirtClusterSpec) {
+	t.Helper()
+	if p := s.ControlPlaneAntiAffinity; p != "" && !isAntiAffinityPolicy(p) {
+		t.Fatalf("admitted controlPlaneAntiAffinity %q", p)
+	}
+	if len(s.FailureDomains) > infrav1.MaxFailureDomains {
+		t.Fatalf("admitted %d failure domains", len(s.FailureDomains))
+	}
+	seen := map[string]bool{}
+	for _, d := range s.FailureDomains {
+		if d.Name == "" || len(d.Name) > 63 || seen[d.Name] || strings.TrimSpace(d.OVirtCluster) == "" {
+			t.Fatalf("admitted failure domains %+v", s.FailureDomains)
+		}
+		seen[d.Name] = true
+	}
+}
+
+func FuzzOVirtClusterPlacement(f *testing.F) {
+	f.Add(mustJSON(f, placedCluster()), mustJSON(f, placedCluster(func(c *infrav1.OVirtCluster) { c.Spec.FailureDomains = failureDomains(3) })))
+	f.Add(mustJSON(f, placedCluster()), []byte(`{"spec":{"controlPlaneAntiAffinity":"soft","failureDomains":[{"name":"fd-1","ovirtcluster":"a"},{"name":"fd-1"}],"provider":"ovirt-restricted"}}`))
+	f.Add([]byte(`{"metadata":{"namespace":"team-a"},"spec":{"provider":"ovirt-restricted","failureDomains":[{"name":"A_1","ovirtcluster":" "}]}}`), []byte(`{}`))
+	reader := readerWithObjects(provider("ovirt-prod"), provider("ovirt-restricted", allowing([]string{"team-a"}, nil)), namespace("default", nil), namespace("team-a", nil))
+	f.Fuzz(func(t *testing.T, oldData, newData []byte) {
+		old, c := &infrav1.OVirtCluster{}, &infrav1.OVirtCluster{}
+		if json.Unmarshal(oldData, old) != nil || json.Unmarshal(newData, c) != nil {
+			return
+		}
+		w := &OVirtClusterWebhook{Reader: reader}
+		ctx := context.Background()
+		_, err := w.ValidateCreate(ctx, c)
+		checkDenial(t, err)
+		if err == nil {
+			checkAdmittedClusterPlacement(t, &c.Spec)
+			if c.Spec.Provider == "ovirt-restricted" && c.Namespace != "team-a" {
+				t.Fatalf("admitted provider ovirt-restricted in namespace %q", c.Namespace)
+			}
+		}
+		_, err = w.ValidateUpdate(ctx, old, c)
+		checkDenial(t, err)
+		if err == nil && (old.Spec.ControlPlaneAntiAffinity != c.Spec.ControlPlaneAntiAffinity || !equality.Semantic.DeepEqual(old.Spec.FailureDomains, c.Spec.FailureDomains)) {
+			checkAdmittedClusterPlacement(t, &c.Spec)
+		}
+	})
+}
+
 // FuzzAdmissionHandlers feeds raw bytes to every handler as controller-runtime would receive
 // them, with panic recovery off so that a panic fails instead of becoming a 500 answer.
 func FuzzAdmissionHandlers(f *testing.F) {
@@ -289,8 +382,8 @@ func FuzzAdmissionHandlers(f *testing.F) {
 	// A machine names the provider (its deletion is refused), and a restricted provider makes
 	// the namespace checks read Namespaces.
 	reader := readerWithObjects(provider("ovirt-prod"), provider("ovirt-restricted", allowing([]string{"team-a"}, map[string]string{"env": "prod"})),
-		namespace("default", nil), machine())
-	m := &OVirtMachineWebhook{Reader: reader}
+		namespace("default", nil), machine(), capiCluster("my-ovirtcluster"), infraCluster("my-ovirtcluster"))
+	m := &OVirtMachineWebhook{Reader: reader, Clusters: reader}
 	tpl := &OVirtMachineTemplateWebhook{Reader: reader}
 	hooks := []*admission.Webhook{
 		admission.WithDefaulter(scheme, admission.Defaulter[*infrav1.OVirtMachine](m)),
@@ -298,7 +391,7 @@ func FuzzAdmissionHandlers(f *testing.F) {
 		admission.WithDefaulter(scheme, admission.Defaulter[*infrav1.OVirtMachineTemplate](tpl)),
 		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtMachineTemplate](tpl)),
 		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtProvider](&OVirtProviderWebhook{Reader: reader, Machines: reader})),
-		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtCluster](&OVirtClusterWebhook{})),
+		admission.WithValidator(scheme, admission.Validator[*infrav1.OVirtCluster](&OVirtClusterWebhook{Reader: reader})),
 	}
 	for _, h := range hooks {
 		h.WithRecoverPanic(false)

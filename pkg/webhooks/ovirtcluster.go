@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
@@ -17,7 +19,11 @@ import (
 // +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1beta2-ovirtcluster,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,timeoutSeconds=10,admissionReviewVersions=v1,groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters,versions=v1beta2,name=validation.ovirtcluster.infrastructure.cluster.x-k8s.io
 
 // OVirtClusterWebhook validates OVirtClusters.
-type OVirtClusterWebhook struct{}
+type OVirtClusterWebhook struct {
+	// Reader reads OVirtProviders and Namespaces, for spec.provider and its
+	// spec.allowedNamespaces (the webhook binary passes its cache). Nil skips the provider checks.
+	Reader client.Reader
+}
 
 var _ admission.Validator[*infrav1.OVirtCluster] = &OVirtClusterWebhook{}
 
@@ -33,26 +39,81 @@ func (w *OVirtClusterWebhook) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// ValidateCreate checks spec.controlPlaneEndpoint when it is set.
-func (w *OVirtClusterWebhook) ValidateCreate(_ context.Context, c *infrav1.OVirtCluster) (admission.Warnings, error) {
-	return nil, invalid("OVirtCluster", c.Name, ValidateControlPlaneEndpoint(c.Spec.ControlPlaneEndpoint, field.NewPath("spec", "controlPlaneEndpoint")))
+// ValidateCreate checks spec.controlPlaneEndpoint when it is set, the placement fields
+// (spec.failureDomains, spec.controlPlaneAntiAffinity, see ValidateOVirtClusterPlacement) and
+// spec.provider: an OVirtProvider that does not allow the namespace is refused, one that does
+// not exist yet is a warning (GitOps applies objects in any order).
+func (w *OVirtClusterWebhook) ValidateCreate(ctx context.Context, c *infrav1.OVirtCluster) (admission.Warnings, error) {
+	path := field.NewPath("spec")
+	errs := ValidateControlPlaneEndpoint(c.Spec.ControlPlaneEndpoint, path.Child("controlPlaneEndpoint"))
+	placement, warnings := ValidateOVirtClusterPlacement(&c.Spec, path)
+	errs = append(errs, placement...)
+	access, providerWarnings, err := w.checkProvider(ctx, c, path.Child("provider"))
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, access...)
+	return append(warnings, providerWarnings...), invalid("OVirtCluster", c.Name, errs)
 }
 
 // ValidateUpdate allows setting spec.controlPlaneEndpoint once (from empty) and refuses any
 // change afterwards: Cluster API copies it into the Cluster and the workload kubeconfig, and
-// the certificates of the control plane are issued for it.
-func (w *OVirtClusterWebhook) ValidateUpdate(_ context.Context, oldC, c *infrav1.OVirtCluster) (admission.Warnings, error) {
-	path := field.NewPath("spec", "controlPlaneEndpoint")
+// the certificates of the control plane are issued for it. The placement fields and
+// spec.provider may change; they are checked again only when they do, so that a cluster
+// admitted under older rules can still get its finalizer removed and be deleted.
+func (w *OVirtClusterWebhook) ValidateUpdate(ctx context.Context, oldC, c *infrav1.OVirtCluster) (admission.Warnings, error) {
+	path := field.NewPath("spec")
+	var errs field.ErrorList
+	var warnings admission.Warnings
+	epPath := path.Child("controlPlaneEndpoint")
 	oldEP, ep := oldC.Spec.ControlPlaneEndpoint, c.Spec.ControlPlaneEndpoint
-	if oldEP == ep {
-		return nil, nil
-	}
-	if oldEP.Host != "" {
-		return nil, invalid("OVirtCluster", c.Name, field.ErrorList{field.Forbidden(path,
+	switch {
+	case oldEP == ep:
+	case oldEP.Host != "":
+		errs = append(errs, field.Forbidden(epPath,
 			fmt.Sprintf("cannot change once set (it is %s:%d): Cluster API copied it into the Cluster and the control-plane certificates; "+
-				"restore it, or create a new cluster for another endpoint", oldEP.Host, oldEP.Port))})
+				"restore it, or create a new cluster for another endpoint", oldEP.Host, oldEP.Port)))
+	default:
+		errs = append(errs, ValidateControlPlaneEndpoint(ep, epPath)...)
 	}
-	return nil, invalid("OVirtCluster", c.Name, ValidateControlPlaneEndpoint(ep, path))
+	if oldC.Spec.ControlPlaneAntiAffinity != c.Spec.ControlPlaneAntiAffinity ||
+		!equality.Semantic.DeepEqual(oldC.Spec.FailureDomains, c.Spec.FailureDomains) {
+		placement, placementWarnings := ValidateOVirtClusterPlacement(&c.Spec, path)
+		errs = append(errs, placement...)
+		warnings = append(warnings, placementWarnings...)
+	}
+	if oldC.Spec.Provider != c.Spec.Provider {
+		access, providerWarnings, err := w.checkProvider(ctx, c, path.Child("provider"))
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, access...)
+		warnings = append(warnings, providerWarnings...)
+	}
+	return warnings, invalid("OVirtCluster", c.Name, errs)
+}
+
+// checkProvider refuses a spec.provider whose OVirtProvider does not allow the cluster's
+// namespace (spec.allowedNamespaces) and warns when it does not exist yet.
+func (w *OVirtClusterWebhook) checkProvider(ctx context.Context, c *infrav1.OVirtCluster, path *field.Path) (field.ErrorList, admission.Warnings, error) {
+	name := c.Spec.Provider
+	if w.Reader == nil || name == "" {
+		return nil, nil, nil
+	}
+	if strings.TrimSpace(name) != name {
+		return field.ErrorList{field.Invalid(path, name,
+			"must be the name of a cluster-scoped OVirtProvider without spaces, e.g. provider: ovirt-prod (see kubectl get capovp), or omit it to use the provider of the cluster's machines")}, nil, nil
+	}
+	provider, err := getProvider(ctx, w.Reader, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if provider == nil {
+		return nil, admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: the manager checks the failure domains and keeps the affinity groups "+
+			"of this cluster only once it does; create the OVirtProvider (kubectl get capovp lists them), or correct spec.provider", name)}, nil
+	}
+	access, err := checkProviderAccess(ctx, w.Reader, provider, c.Namespace, path)
+	return access, nil, err
 }
 
 // ValidateDelete allows every deletion.

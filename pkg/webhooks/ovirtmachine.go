@@ -23,6 +23,10 @@ import (
 type OVirtMachineWebhook struct {
 	// Reader reads OVirtProviders (the webhook binary passes its cache).
 	Reader client.Reader
+	// Clusters reads Cluster API Clusters and OVirtClusters, to check spec.failureDomain; the
+	// webhook binary passes an uncached reader (its cache has no informer for them). Nil
+	// admits a spec.failureDomain unchecked, with a warning.
+	Clusters client.Reader
 	// Gates are the resolved feature gates; disk-clone is the last fallback of diskclone.
 	Gates featuregates.Gates
 }
@@ -94,9 +98,10 @@ func failureOf(m *infrav1.OVirtMachine) infrav1.V1Beta1DeprecatedStatus {
 	return *m.Status.Deprecated.V1Beta1
 }
 
-// ValidateCreate checks the spec (ValidateVMSpec with the resolved clone mode, and providerID,
-// which clusterctl move carries over), refuses a namespace the OVirtProvider does not allow
-// (spec.allowedNamespaces) and warns when the OVirtProvider is missing.
+// ValidateCreate checks the spec (ValidateVMSpec with the resolved clone mode, providerID,
+// which clusterctl move carries over, and failureDomain against the OVirtCluster's failure
+// domains), refuses a namespace the OVirtProvider does not allow (spec.allowedNamespaces) and
+// warns when the OVirtProvider, or what spec.failureDomain is checked against, is missing.
 func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVirtMachine) (admission.Warnings, error) {
 	provider, err := getProvider(ctx, w.Reader, m.Spec.Provider)
 	if err != nil {
@@ -111,17 +116,25 @@ func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVi
 		return nil, err
 	}
 	errs = append(errs, access...)
-	return providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), invalid("OVirtMachine", m.Name, errs)
+	fd, fdWarnings, err := checkMachineFailureDomain(ctx, w.Clusters, m, path.Child("failureDomain"))
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, fd...)
+	warnings := append(providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), fdWarnings...)
+	return warnings, invalid("OVirtMachine", m.Name, errs)
 }
 
 // ValidateUpdate enforces immutability: the spec cannot change after create, except that
-// spec.providerID may be set once (by the manager). The rest of the spec is not validated again,
-// so that objects admitted under older rules can still get finalizers removed and be deleted;
-// only an update that changes spec.provider (refused anyway) is also checked against the new
-// provider's spec.allowedNamespaces, so that the answer names every problem.
+// spec.providerID and spec.failureDomain may be set once (by the manager; a failure domain set
+// from empty is checked against the OVirtCluster like on create). The rest of the spec is not
+// validated again, so that objects admitted under older rules can still get finalizers removed
+// and be deleted; only an update that changes spec.provider (refused anyway) is also checked
+// against the new provider's spec.allowedNamespaces, so that the answer names every problem.
 func (w *OVirtMachineWebhook) ValidateUpdate(ctx context.Context, oldM, m *infrav1.OVirtMachine) (admission.Warnings, error) {
 	path := field.NewPath("spec")
 	var errs field.ErrorList
+	var warnings admission.Warnings
 	if m.Spec.Provider != oldM.Spec.Provider {
 		provider, err := getProvider(ctx, w.Reader, m.Spec.Provider)
 		if err != nil {
@@ -133,9 +146,9 @@ func (w *OVirtMachineWebhook) ValidateUpdate(ctx context.Context, oldM, m *infra
 		}
 		errs = append(errs, access...)
 	}
-	providerIDPath := path.Child("providerID")
+	providerIDPath, failureDomainPath := path.Child("providerID"), path.Child("failureDomain")
 	for _, p := range changedFields(path, &oldM.Spec, &m.Spec) {
-		if p.String() == providerIDPath.String() {
+		if p.String() == providerIDPath.String() || p.String() == failureDomainPath.String() {
 			continue // checked below
 		}
 		errs = append(errs, field.Forbidden(p,
@@ -152,7 +165,20 @@ func (w *OVirtMachineWebhook) ValidateUpdate(ctx context.Context, oldM, m *infra
 		errs = append(errs, field.Forbidden(providerIDPath,
 			fmt.Sprintf("is set once by the manager and cannot be changed or removed afterwards; keep %q", oldID)))
 	}
-	return nil, invalid("OVirtMachine", m.Name, errs)
+	if oldFD := oldM.Spec.FailureDomain; oldFD == "" && m.Spec.FailureDomain != "" {
+		// The manager copies the Machine's spec.failureDomain here before it creates the VM.
+		fd, fdWarnings, err := checkMachineFailureDomain(ctx, w.Clusters, m, failureDomainPath)
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, fd...)
+		warnings = append(warnings, fdWarnings...)
+	} else if oldFD != m.Spec.FailureDomain {
+		errs = append(errs, field.Forbidden(failureDomainPath,
+			fmt.Sprintf("cannot change or be removed once set (it is %q): the VM is placed in that failure domain; keep %q, "+
+				"or delete this machine so that Cluster API replaces it in another failure domain", oldFD, oldFD)))
+	}
+	return warnings, invalid("OVirtMachine", m.Name, errs)
 }
 
 // ValidateDelete allows every deletion: the manager's finalizer protects the VM and its data.

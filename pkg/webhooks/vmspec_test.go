@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,6 +141,24 @@ func TestValidateVMSpec(t *testing.T) {
 				s.NICs[i].VnicProfile = "ovirtmgmt"
 			}
 		}, false, []string{"spec.nics: Too many: 33: must have at most 32 items"}},
+		{"every anti-affinity policy is valid", func(s *infrav1.OVirtVMSpec) { s.AntiAffinity = infrav1.AntiAffinityHard }, false, nil},
+		{"an omitted anti-affinity is valid", func(s *infrav1.OVirtVMSpec) { s.AntiAffinity = "" }, false, nil},
+		{"an anti-affinity in the wrong case is refused with the valid values", func(s *infrav1.OVirtVMSpec) { s.AntiAffinity = "hard" }, false,
+			[]string{`spec.antiAffinity: Invalid value: "hard": must be one of None, Soft, Hard (case-sensitive); ` +
+				"omit it for no anti-affinity group (control-plane machines follow the OVirtCluster's spec.controlPlaneAntiAffinity)"}},
+		{"affinity groups are valid", func(s *infrav1.OVirtVMSpec) { s.AffinityGroups = []string{"db-spread", "rack-a"} }, false, nil},
+		{"an empty affinity group is refused with its index", func(s *infrav1.OVirtVMSpec) { s.AffinityGroups = []string{"db-spread", ""} }, false,
+			[]string{"spec.affinityGroups[1]: Required value: set the name of an existing oVirt affinity group of the VM's oVirt cluster, e.g. affinityGroups: [db-spread], or remove the entry"}},
+		{"a blank affinity group is refused", func(s *infrav1.OVirtVMSpec) { s.AffinityGroups = []string{" "} }, false, []string{"spec.affinityGroups[0]: Required value"}},
+		{"a repeated affinity group is refused", func(s *infrav1.OVirtVMSpec) { s.AffinityGroups = []string{"db-spread", "rack-a", "db-spread"} }, false,
+			[]string{`spec.affinityGroups[2]: Duplicate value: "db-spread": each affinity group is listed once: remove the repeated entry`}},
+		{"an affinity group name longer than oVirt's is refused", func(s *infrav1.OVirtVMSpec) { s.AffinityGroups = []string{strings.Repeat("g", 256)} }, false,
+			[]string{"spec.affinityGroups[0]: Too long: may not be more than 255"}},
+		{"17 affinity groups are refused", func(s *infrav1.OVirtVMSpec) {
+			for i := range 17 {
+				s.AffinityGroups = append(s.AffinityGroups, fmt.Sprintf("g-%d", i))
+			}
+		}, false, []string{"spec.affinityGroups: Too many: 17: must have at most 16 items"}},
 		{"several mistakes are all reported", func(s *infrav1.OVirtVMSpec) {
 			s.Template, s.OSDiskSizeGB, s.CPU.Cores = "", 70000, 0
 		}, false, []string{"spec.template", "spec.osdisksizegb", "spec.cpu.cores"}},
@@ -174,10 +193,11 @@ func TestEveryDenialSaysHowToFixIt(t *testing.T) {
 	spec := infrav1.OVirtVMSpec{
 		StorageDomainName: "x", OSDiskSizeGB: -1, VMType: "x",
 		CPU: &infrav1.CPU{}, Memory: &infrav1.Memory{SizeMB: 1, GuaranteedMB: 2}, NICs: []infrav1.NIC{{}},
+		AntiAffinity: "x", AffinityGroups: []string{"", "a", "a"},
 	}
 	for _, e := range ValidateVMSpec(&spec, field.NewPath("spec"), false) {
-		if e.Type == field.ErrorTypeTooMany {
-			continue
+		if e.Type == field.ErrorTypeTooMany || e.Type == field.ErrorTypeTooLong {
+			continue // "must have at most N items" / "may not be more than N bytes" is the fix
 		}
 		NewWithT(t).Expect(containsAny(e.Detail, "set ", "omit", "remove", "lower", "raise", "must be")).
 			To(BeTrue(), "%s has no fix: %q", e.Field, e.Detail)

@@ -38,7 +38,9 @@ const ClearFailureAnnotation = "capov.infrastructure.cluster.x-k8s.io/clear-fail
 // the cache can be built with ReaderFailOnMissingInformer and never starts an informer for
 // anything else (no Secrets). OVirtMachines are listed uncached, only when an OVirtProvider is
 // deleted or its allowedNamespaces change: caching every machine for that would cost memory for
-// nothing.
+// nothing. Cluster API Clusters and OVirtClusters are read uncached too, only for an
+// OVirtMachine whose spec.failureDomain is set or set from empty; mgr's scheme must know Cluster
+// API's v1beta2 Cluster.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.Gates) error {
 	if _, err := mgr.GetCache().GetInformer(ctx, &infrav1.OVirtProvider{}); err != nil {
 		return fmt.Errorf("registering the OVirtProvider informer: %w", err)
@@ -50,10 +52,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.
 	if err := (&OVirtProviderWebhook{Reader: reader, Machines: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&OVirtClusterWebhook{}).SetupWithManager(mgr); err != nil {
+	if err := (&OVirtClusterWebhook{Reader: reader}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&OVirtMachineWebhook{Reader: reader, Gates: gates}).SetupWithManager(mgr); err != nil {
+	if err := (&OVirtMachineWebhook{Reader: reader, Clusters: mgr.GetAPIReader(), Gates: gates}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&OVirtMachineTemplateWebhook{Reader: reader, Gates: gates}).SetupWithManager(mgr)
@@ -103,7 +105,7 @@ func getProvider(ctx context.Context, r client.Reader, name string) (*infrav1.OV
 		}
 		// Without the provider the clone mode cannot be resolved; failing the request (the
 		// webhook's failurePolicy is Fail anyway) is better than guessing.
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading OVirtProvider %q to resolve spec.diskclone: %w; retry the request", name, err))
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading OVirtProvider %q (spec.provider): %w; retry the request", name, err))
 	}
 	return p, nil
 }

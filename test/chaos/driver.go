@@ -63,9 +63,13 @@ func newCluster(ctx context.Context, w *World, c client.Client, ns string) (*Clu
 	w.Watcher.AddNamespace(ns)
 	cl := &Cluster{NS: ns, Name: "c1", MD: ns + "-md", C: c, w: w}
 	cluster := harness.Cluster(ns, cl.Name)
+	// The workers of the MachineDeployment are kept apart (a Soft affinity group per cluster),
+	// so that every scenario also creates, joins and deletes affinity groups under its fault.
+	workers := machineSpec()
+	workers.AntiAffinity = infrav1.AntiAffinitySoft
 	tpl := &infrav1.OVirtMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
-		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: machineSpec()}},
+		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: workers}},
 	}
 	objs := []client.Object{
 		harness.Namespace(ns), cluster,

@@ -167,11 +167,14 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"/namespaces  watch",
 		"authentication.k8s.io/tokenreviews  create",
 		"authorization.k8s.io/subjectaccessreviews  create",
+		"cluster.x-k8s.io/clusters  get",
+		"infrastructure.cluster.x-k8s.io/ovirtclusters  get",
 		"infrastructure.cluster.x-k8s.io/ovirtmachines  list",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  get",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  list",
 		"infrastructure.cluster.x-k8s.io/ovirtproviders  watch",
-	}), "the webhook reads OVirtProviders, Namespaces (spec.allowedNamespaces), lists OVirtMachines (a provider in use is not deleted) and checks metrics callers, nothing else (no Secrets)")
+	}), "the webhook reads OVirtProviders, Namespaces (spec.allowedNamespaces), lists OVirtMachines (a provider in use is not deleted), "+
+		"gets a Cluster and its OVirtCluster (an OVirtMachine's spec.failureDomain) and checks metrics callers, nothing else (no Secrets)")
 	g.Expect(byRole["ClusterRole/capov-metrics-reader"]).To(Equal([]string{"url /metrics get"}))
 	for _, p := range byRole["ClusterRole/capov-manager-role"] {
 		g.Expect(p).NotTo(MatchRegexp(`^/secrets .*(create|delete)$`), "the manager never creates or deletes Secrets outside the credentials namespace")

@@ -90,6 +90,18 @@ func vmSpec() infrav1.OVirtVMSpec {
 // it is JSON, else cloud-config) and its OVirtMachine. The machine name is unique in the simulator.
 func (tc *testCluster) newMachine(t *testing.T, spec infrav1.OVirtVMSpec, bootstrap string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
 	t.Helper()
+	return tc.newMachineLabelled(t, spec, bootstrap, nil)
+}
+
+// newMachineWithLabels is newMachine with Ignition bootstrap data and extra labels on both the
+// Machine and the OVirtMachine (as Cluster API's MachineSet and KubeadmControlPlane set them).
+func (tc *testCluster) newMachineWithLabels(t *testing.T, spec infrav1.OVirtVMSpec, labels map[string]string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
+	t.Helper()
+	return tc.newMachineLabelled(t, spec, ignitionConfig, labels)
+}
+
+func (tc *testCluster) newMachineLabelled(t *testing.T, spec infrav1.OVirtVMSpec, bootstrap string, labels map[string]string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	name := tc.ns + "-w-" + strings.ToLower(rand.String(4))
@@ -106,9 +118,15 @@ func (tc *testCluster) newMachine(t *testing.T, spec infrav1.OVirtVMSpec, bootst
 	for k, v := range filterLabels(tc.filter) {
 		m.Labels[k] = v
 	}
+	for k, v := range labels {
+		m.Labels[k] = v
+	}
 	g.Expect(k8s.Create(ctx, m)).To(Succeed())
 	om := harness.OVirtMachine(m, spec)
 	for k, v := range filterLabels(tc.filter) {
+		om.Labels[k] = v
+	}
+	for k, v := range labels {
 		om.Labels[k] = v
 	}
 	g.Expect(k8s.Create(ctx, om)).To(Succeed())

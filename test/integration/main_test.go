@@ -113,7 +113,11 @@ func run(m *testing.M) int {
 
 // newSimulator builds the oVirt inventory the tests use.
 func newSimulator() (*ovirtsim.Simulator, error) {
-	return ovirtsim.NewBuilder().
+	b := ovirtsim.NewBuilder()
+	for _, c := range placementClusters() {
+		b = b.WithCluster(c)
+	}
+	return b.
 		WithCluster(ovirtsim.Cluster{Name: "Default", Networks: []string{"ovirtmgmt", "storage"}}).
 		WithCluster(ovirtsim.Cluster{Name: "Secondary", DataCenter: "DC2", Networks: []string{"ovirtmgmt"}}).
 		WithStorageDomain(ovirtsim.StorageDomain{Name: "data", FreeGB: 10000}).

@@ -205,6 +205,36 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ok(in)
 		}
+	case "GET hosts":
+		ok(s.Hosts())
+	case "POST hosts":
+		var body struct {
+			Cluster  string `json:"cluster"`
+			Name     string `json:"name"`
+			MemoryGB int64  `json:"memory_gb"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if body.MemoryGB < 0 {
+			fail(invalidf("negative memory_gb"))
+		} else if id, err := s.AddHost(body.Cluster, body.Name, body.MemoryGB*gib); err != nil {
+			fail(err)
+		} else {
+			writeJSON(w, http.StatusCreated, map[string]string{"id": id, "name": body.Name})
+		}
+	case "PUT hosts/{name}/status":
+		var body struct {
+			Status string `json:"status"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			fail(err)
+		} else if err := s.SetHostStatus(segs[1], body.Status); err != nil {
+			fail(err)
+		} else if h, found := s.Host(segs[1]); found {
+			ok(h)
+		}
+	case "GET affinitygroups":
+		ok(s.AffinityGroups(r.URL.Query().Get("cluster")))
 	case "DELETE vms/{id}":
 		if err := s.DeleteVM(segs[1]); err != nil {
 			fail(err)
@@ -228,7 +258,7 @@ func adminShape(segs []string) []string {
 			}
 		case "templates":
 			out[1] = "{name}"
-		case "storagedomains":
+		case "storagedomains", "hosts":
 			out[1] = "{name}"
 		}
 	}

@@ -20,6 +20,16 @@ func apiRoutes() []route {
 		newRoute("GET", "/clusters", hClusters),
 		newRoute("GET", "/clusters/{id}", hCluster),
 		newRoute("GET", "/clusters/{id}/networks", hClusterNetworks),
+		newRoute("GET", "/clusters/{id}/affinitygroups", hGroups),
+		newRoute("POST", "/clusters/{id}/affinitygroups", hAddGroup),
+		newRoute("GET", "/clusters/{id}/affinitygroups/{id}", hGroup),
+		newRoute("PUT", "/clusters/{id}/affinitygroups/{id}", hUpdateGroup),
+		newRoute("DELETE", "/clusters/{id}/affinitygroups/{id}", hRemoveGroup),
+		newRoute("GET", "/clusters/{id}/affinitygroups/{id}/vms", hGroupVMs),
+		newRoute("POST", "/clusters/{id}/affinitygroups/{id}/vms", hAddGroupVM),
+		newRoute("DELETE", "/clusters/{id}/affinitygroups/{id}/vms/{id}", hRemoveGroupVM),
+		newRoute("GET", "/hosts", hHosts),
+		newRoute("GET", "/hosts/{id}", hHost),
 		newRoute("GET", "/datacenters", hDataCenters),
 		newRoute("GET", "/datacenters/{id}", hDataCenter),
 		newRoute("GET", "/datacenters/{id}/clusters", hDataCenterClusters),
@@ -105,7 +115,7 @@ func (s *Simulator) renderCtx(rq *apiReq) (*renderCtx, *apiError) {
 		return nil, aerr
 	}
 	rc := &renderCtx{now: time.Now(), guestAgent: s.guestAgent, guest: &s.guestIfaces,
-		seed: uint64(s.built.RandomSeed), n: s.renders.Add(1)}
+		seed: uint64(s.built.RandomSeed), n: s.renders.Add(1), inv: s.inv}
 	if f := rq.q.Get("follow"); f != "" && !s.ignoreFollow {
 		rc.follow = map[string]bool{}
 		for _, p := range strings.Split(f, ",") {
@@ -850,7 +860,7 @@ func hRemoveDisk(s *Simulator, rq *apiReq) {
 
 // ---- VMs
 
-var vmFields = []string{"name", "cluster", "datacenter", "status", "comment", "description", "template", "os", "id"}
+var vmFields = []string{"name", "cluster", "datacenter", "status", "comment", "description", "template", "os", "id", "host"}
 
 func vmField(v *vm, f string, now time.Time) string {
 	switch f {
@@ -872,6 +882,10 @@ func vmField(v *vm, f string, now time.Time) string {
 		return v.osType
 	case "id":
 		return v.id
+	case "host":
+		if h := v.runningOn(now); h != nil {
+			return h.name
+		}
 	}
 	return ""
 }
@@ -983,6 +997,10 @@ func vmSpecOf(v *ovirtsdk.Vm) *vmSpec {
 	}
 	sp.comment, _ = v.Comment()
 	sp.description, _ = v.Description()
+	if ha, ok := v.HighAvailability(); ok {
+		sp.ha, _ = ha.Enabled()
+		sp.haPriority, _ = ha.Priority()
+	}
 	if in, ok := v.Initialization(); ok {
 		sp.customScript, _ = in.CustomScript()
 		sp.hostName, _ = in.HostName()
@@ -1095,6 +1113,15 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 	}
 	if o, ok := v.Os(); ok {
 		u.osType = str(o.Type())
+	}
+	if ha, ok := v.HighAvailability(); ok {
+		// VmBaseMapper: enabled and priority, each when given.
+		if on, ok := ha.Enabled(); ok {
+			u.ha = &on
+		}
+		if p, ok := ha.Priority(); ok {
+			u.haPriority = &p
+		}
 	}
 	if in, ok := v.Initialization(); ok {
 		if !hasInitSubTag(in) {

@@ -46,6 +46,11 @@ type VMState struct {
 	// IPs are the IPv4 addresses the guest agent reports now (empty unless up and reporting).
 	IPs       []string  `json:"ips"`
 	CreatedAt time.Time `json:"created_at"`
+	// Host is the name of the host the VM runs on now (empty unless running).
+	Host string `json:"host,omitempty"`
+	// HighlyAvailable is high_availability.enabled: the VM is restarted
+	// elsewhere when its host fails.
+	HighlyAvailable bool `json:"highly_available,omitempty"`
 }
 
 // DiskState is a snapshot of one disk.
@@ -90,6 +95,8 @@ type State struct {
 	URL            string               `json:"url"`
 	DataCenters    []NamedObject        `json:"data_centers"`
 	Clusters       []ClusterState       `json:"clusters"`
+	Hosts          []HostState          `json:"hosts"`
+	AffinityGroups []AffinityGroupState `json:"affinity_groups"`
 	Networks       []NetworkState       `json:"networks"`
 	VnicProfiles   []VnicProfileState   `json:"vnic_profiles"`
 	StorageDomains []StorageDomainState `json:"storage_domains"`
@@ -197,7 +204,10 @@ func vmState(v *vm, now time.Time, guestAgent bool) VMState {
 		Comment: v.comment, Description: v.description, CustomScript: v.customScript, HostName: v.hostName,
 		OSType: v.osType, Type: v.vmType, Sockets: v.sockets, Cores: v.cores, Threads: v.thr,
 		MemoryMB: v.memory / mib, GuaranteedMB: v.guaranteed / mib, CreatedAt: v.created,
-		Disks: []DiskState{}, NICs: []NICState{}, IPs: []string{}}
+		Disks: []DiskState{}, NICs: []NICState{}, IPs: []string{}, HighlyAvailable: v.ha}
+	if h := v.runningOn(now); h != nil {
+		st.Host = h.name
+	}
 	for _, d := range v.disks {
 		st.Disks = append(st.Disks, diskState(d, now))
 	}
@@ -339,6 +349,11 @@ func (s *Simulator) Dump() State {
 		}
 		st.Clusters = append(st.Clusters, cs)
 	}
+	st.Hosts = []HostState{}
+	for _, h := range inv.hosts {
+		st.Hosts = append(st.Hosts, hostState(h, now))
+	}
+	st.AffinityGroups = s.groupStates("", now)
 	for _, n := range inv.networks {
 		st.Networks = append(st.Networks, NetworkState{n.id, n.name, n.dc.name})
 	}

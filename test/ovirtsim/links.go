@@ -25,13 +25,14 @@ var tagKinds = map[string]string{
 	"storage_domain": "storage_domain", "disk": "disk", "disk_attachment": "disk_attachment",
 	"nic": "nic", "reported_device": "reported_device", "network": "network",
 	"management_network": "network", "vnic_profile": "vnic_profile", "job": "job",
+	"host": "host", "affinity_group": "affinity_group",
 }
 
 // topCollections are the top-level collection of each kind.
 var topCollections = map[string]string{
 	"vm": "/vms/", "template": "/templates/", "cluster": "/clusters/", "data_center": "/datacenters/",
 	"storage_domain": "/storagedomains/", "disk": "/disks/", "network": "/networks/",
-	"vnic_profile": "/vnicprofiles/", "job": "/jobs/",
+	"vnic_profile": "/vnicprofiles/", "job": "/jobs/", "host": "/hosts/",
 }
 
 // entityLinks are the link relations of each kind, as the API model (and
@@ -51,6 +52,10 @@ var entityLinks = map[string][]string{
 	"network":        {"networklabels", "permissions", "vnicprofiles"},
 	"vnic_profile":   {"permissions"},
 	"job":            {"steps"},
+	"host": {"affinitylabels", "cpuunits", "devices", "externalnetworkproviderconfigurations", "fenceagents",
+		"hooks", "katelloerrata", "networkattachments", "nics", "numanodes", "permissions", "statistics", "storage",
+		"storageconnectionextensions", "tags", "unmanagednetworks"},
+	"affinity_group": {"hostlabels", "hosts", "vmlabels", "vms"},
 }
 
 // appendHref appends the href of an entity of kind with id to b, given the
@@ -71,6 +76,8 @@ func appendHref(b []byte, kind string, id []byte, owner linkOwner) []byte {
 		sub = "/clusters/"
 	case kind == "network" && owner.kind == "cluster":
 		sub = "/networks/"
+	case kind == "affinity_group" && owner.kind == "cluster":
+		sub = "/affinitygroups/"
 	}
 	if sub != "" {
 		b = append(b, owner.href...)
@@ -107,8 +114,10 @@ func tagNameAndID(tag []byte) (name, id []byte) {
 
 // addLinks copies src (XML written by go-ovirt) to dst, adding href
 // attributes and <link> children. extra (raw XML) goes into the first
-// top-level entity right after its links, e.g. a <creation_status>.
-func addLinks(dst *bytes.Buffer, src []byte, owner linkOwner, extra string) {
+// top-level entity right after its links, e.g. a <creation_status>;
+// extraFor, if not nil, gives raw XML for any full entity (by kind and id),
+// for fields go-ovirt's model lacks.
+func addLinks(dst *bytes.Buffer, src []byte, owner linkOwner, extra string, extraFor func(kind, id string) string) {
 	type frame struct {
 		owner linkOwner // set when this element is a full entity
 	}
@@ -186,6 +195,9 @@ func addLinks(dst *bytes.Buffer, src []byte, owner linkOwner, extra string) {
 			if extra != "" && len(stack) == 0 {
 				dst.WriteString(extra)
 				extra = ""
+			}
+			if extraFor != nil {
+				dst.WriteString(extraFor(kind, string(id)))
 			}
 		}
 		stack = append(stack, fr)

@@ -112,6 +112,8 @@ type vmSpec struct {
 	vmType, osType                                         string
 	comment, description, customScript, hostName           string
 	initUser, sshKeys                                      string
+	ha                                                     bool
+	haPriority                                             int64
 	overrides                                              []diskOverride
 	corr                                                   string
 }
@@ -232,7 +234,8 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		initUser: sp.initUser, sshKeys: sp.sshKeys,
 		osType: sp.osType, vmType: sp.vmType,
 		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
-		memory: sp.memory, guaranteed: sp.guaranteed, maxMemory: sp.maxMemory}
+		memory: sp.memory, guaranteed: sp.guaranteed, maxMemory: sp.maxMemory,
+		ha: sp.ha, haPriority: sp.haPriority}
 	if v.osType == "" {
 		v.osType = t.osType
 	}
@@ -404,6 +407,8 @@ type vmUpdate struct {
 	initUser, sshKeys                                                  *string
 	sockets, cores, threads                                            *int
 	memory, guaranteed, maxMemory                                      *int64
+	ha                                                                 *bool  // high_availability.enabled
+	haPriority                                                         *int64 // high_availability.priority
 }
 
 func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
@@ -469,6 +474,12 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	v.customScript, v.hostName, v.initUser, v.sshKeys = n.customScript, n.hostName, n.initUser, n.sshKeys
 	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
 	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
+	if u.ha != nil {
+		v.ha = *u.ha
+	}
+	if u.haPriority != nil {
+		v.haPriority = *u.haPriority
+	}
 	return nil
 }
 
@@ -513,6 +524,10 @@ func (inv *inventory) removeVM(v *vm, detachOnly, force, outOfBand bool, now tim
 	v.disks = nil
 	delete(inv.vms, v.id)
 	inv.unindexVMName(v)
+	// affinity_group_members.vm_id references vm_static ON DELETE CASCADE:
+	// a removed VM leaves its affinity groups.
+	inv.dropFromGroups(v)
+	v.leaveHost()
 	return nil
 }
 
@@ -527,6 +542,12 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	if l := lockedDisks(v, now); len(l) > 0 {
 		return cannot(409, action, "The following disks are locked: "+strings.Join(l, ", ")+". Please try again in a few minutes.")
 	}
+	// RunVmValidator.canRunVm ends with the scheduler (canSchedule); the
+	// payload is built later, when the VM is sent to the host.
+	h, aerr := inv.scheduleVM(v, now, nil, "VAR__ACTION__RUN")
+	if aerr != nil {
+		return aerr
+	}
 	if !v.initialized {
 		// RunVmCommand.updateVmInit: the initialization applies on the first run only.
 		in, aerr := composeInit(v, now)
@@ -538,6 +559,7 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	v.power, v.phaseAt = phaseStarting, now
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	v.startTime = now
+	h.place(v)
 	return nil
 }
 
@@ -550,7 +572,16 @@ func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
 		return cannot(409, action, "VM is not running.")
 	}
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	v.leaveHost()
 	return nil
+}
+
+// leaveHost forgets the host of a VM that went down.
+func (v *vm) leaveHost() {
+	if v.host != nil {
+		delete(v.host.vms, v)
+		v.host = nil
+	}
 }
 
 // shutdownVM is graceful only from up: powering_down, then down (or back to
@@ -578,6 +609,7 @@ func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, t
 	}
 	// wait_for_launch, powering_up: no guest to ask yet, a hard stop.
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	v.leaveHost()
 	return nil, now
 }
 

@@ -39,6 +39,7 @@ type renderCtx struct {
 	guest      *GuestInterfaces // what guest agents report besides lo and ethN; nil renders no devices
 	seed, n    uint64           // random seed and request number: the order of reported devices
 	rng        *rand.Rand       // made from seed and n on first use
+	inv        *inventory       // for follow=host; nil renders host references only
 }
 
 // shuffler returns the request's random source, made on first use.
@@ -165,7 +166,13 @@ func renderAPI(inv *inventory, instanceID string, now time.Time) *ovirtsdk.Api {
 	}
 	sum := &ovirtsdk.ApiSummary{}
 	sum.SetVms(item(up, int64(len(inv.vms))))
-	sum.SetHosts(item(0, 0))
+	var hostsUp int64
+	for _, h := range inv.hosts {
+		if h.status == "up" {
+			hostsUp++
+		}
+	}
+	sum.SetHosts(item(hostsUp, int64(len(inv.hosts))))
 	sum.SetStorageDomains(item(sdActive, int64(len(inv.sds))))
 	sum.SetUsers(item(1, 1))
 	api.SetSummary(sum)
@@ -450,6 +457,18 @@ func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 	if !v.stopTime.IsZero() && status == "down" {
 		o.SetStopTime(v.stopTime)
 	}
+	// run_on_vds: only while the VM runs (VmMapper maps it when set).
+	if h := v.runningOn(rc.now); h != nil && status != "image_locked" {
+		if rc.follows("host") && rc.inv != nil {
+			o.SetHost(renderHost(rc.inv, h, rc.now))
+		} else {
+			o.SetHost(hostRef(h.id))
+		}
+	}
+	ha := &ovirtsdk.HighAvailability{}
+	ha.SetEnabled(v.ha)
+	ha.SetPriority(v.haPriority)
+	o.SetHighAvailability(ha)
 	if in := renderInitialization(v); in != nil {
 		o.SetInitialization(in)
 	}

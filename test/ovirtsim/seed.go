@@ -60,6 +60,24 @@ type Cluster struct {
 	DataCenter string `json:"data_center,omitempty"`
 	// Networks lists the logical networks attached to the cluster. Default ["ovirtmgmt"].
 	Networks []string `json:"networks,omitempty"`
+	// Hosts are the hypervisors of the cluster. Empty means three default
+	// hosts, "<cluster>-host1" to "<cluster>-host3" (the cluster name in lower
+	// case), 2 TiB each and up, unless NoHosts is set.
+	Hosts []Host `json:"hosts,omitempty"`
+	// NoHosts makes a cluster without any host: no VM of it can start until
+	// a host is added (AddHost, POST /sim/hosts).
+	NoHosts bool `json:"no_hosts,omitempty"`
+}
+
+// Host is a hypervisor host of a cluster in the seed inventory.
+type Host struct {
+	// Name is the host name, unique in the engine.
+	Name string `json:"name"`
+	// MemoryGB is the physical memory in GiB that VMs may use. Default 2048.
+	MemoryGB int64 `json:"memory_gb,omitempty"`
+	// Status is the host status: "up" (default), "maintenance",
+	// "non_responsive", "down", ... (the API model's HostStatus values).
+	Status string `json:"status,omitempty"`
 }
 
 // StorageDomain is an oVirt storage domain in the seed inventory.
@@ -374,8 +392,15 @@ func strictUnmarshal(b []byte, v any) error {
 func DemoSeed() *Seed {
 	return &Seed{
 		Clusters: []Cluster{
-			{Name: "Default", DataCenter: "Default", Networks: []string{"ovirtmgmt"}},
-			{Name: "Secondary", DataCenter: "Default", Networks: []string{"ovirtmgmt"}},
+			{Name: "Default", DataCenter: "Default", Networks: []string{"ovirtmgmt"}, Hosts: []Host{
+				{Name: "host1", MemoryGB: 2048, Status: "up"},
+				{Name: "host2", MemoryGB: 2048, Status: "up"},
+				{Name: "host3", MemoryGB: 2048, Status: "up"},
+			}},
+			{Name: "Secondary", DataCenter: "Default", Networks: []string{"ovirtmgmt"}, Hosts: []Host{
+				{Name: "host4", MemoryGB: 2048, Status: "up"},
+				{Name: "host5", MemoryGB: 2048, Status: "up"},
+			}},
 		},
 		StorageDomains: []StorageDomain{
 			{Name: "data", DataCenter: "Default", FreeGB: 1000, Type: "data", Status: "active"},
@@ -410,8 +435,7 @@ func (s *Seed) clone() *Seed {
 	c := *s
 	c.Clusters = make([]Cluster, len(s.Clusters))
 	for i, cl := range s.Clusters {
-		cl.Networks = append([]string(nil), cl.Networks...)
-		c.Clusters[i] = cl
+		c.Clusters[i] = cloneCluster(cl)
 	}
 	c.StorageDomains = append([]StorageDomain(nil), s.StorageDomains...)
 	c.Templates = make([]Template, len(s.Templates))
@@ -428,6 +452,12 @@ func (s *Seed) clone() *Seed {
 	c.Latency = append([]LatencyRule(nil), s.Latency...)
 	c.Faults = append([]FaultRule(nil), s.Faults...)
 	return &c
+}
+
+func cloneCluster(c Cluster) Cluster {
+	c.Networks = append([]string(nil), c.Networks...)
+	c.Hosts = append([]Host(nil), c.Hosts...)
+	return c
 }
 
 func cloneTemplateDisks(ds []TemplateDisk) []TemplateDisk {

@@ -81,6 +81,9 @@ type apiReq struct {
 	bufs    *sync.Pool // response buffers of the simulator
 	owner   linkOwner  // owner of the listed sub-collection, for hrefs
 	extra   string     // raw XML added to the top-level entity (creation_status)
+	// extraFor gives raw XML for full entities by kind and id (fields go-ovirt lacks).
+	extraFor func(kind, id string) string
+	plain    bool // answer without hrefs and links (an entity echoed as it was posted)
 }
 
 func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
@@ -102,6 +105,14 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 		s.stats.record(RequestRecord{Start: start, End: time.Now(), Method: r.Method, Path: tmpl, Status: status}, true)
 		if isAbort(rec) {
 			panic(rec) // a dropped connection: net/http closes it without an answer
+		}
+		if gone {
+			// The request's context ended (its client went away) and the answer
+			// went nowhere. Returning normally would let net/http finish the
+			// response with an implicit "200 OK" and an empty body, which a
+			// client still reading the connection takes for a success: abort
+			// the connection instead, so that no answer is ever readable.
+			panic(http.ErrAbortHandler)
 		}
 	}()
 
@@ -290,9 +301,9 @@ func (rq *apiReq) writeXML(status int, render func(*ovirtsdk.XMLWriter) error) {
 		return
 	}
 	body := b.buf.Bytes()
-	if status < 300 {
+	if status < 300 && !rq.plain {
 		b.out.Reset()
-		addLinks(&b.out, body, rq.owner, rq.extra)
+		addLinks(&b.out, body, rq.owner, rq.extra, rq.extraFor)
 		body = b.out.Bytes()
 	}
 	h := rq.w.Header()

@@ -62,10 +62,9 @@ func (b *Builder) WithSeed(s *Seed) *Builder {
 	return b
 }
 
-// WithCluster adds a cluster.
+// WithCluster adds a cluster (without Hosts it gets three default hosts).
 func (b *Builder) WithCluster(c Cluster) *Builder {
-	c.Networks = append([]string(nil), c.Networks...)
-	b.seed.Clusters = append(b.seed.Clusters, c)
+	b.seed.Clusters = append(b.seed.Clusters, cloneCluster(c))
 	return b
 }
 

@@ -31,6 +31,8 @@ const (
 	// runtime sequence does not depend on the inventory size.
 	streamInventory = 0x1a2b3c4d
 	streamRuntime   = 0x5e6f7a8b
+	// Hosts have their own stream, so that adding them left every other id as it was.
+	streamHosts = 0x2c3d4e5f
 )
 
 type dataCenter struct {
@@ -164,6 +166,24 @@ type vm struct {
 	noAgent              bool      // no guest agent (template or SetVMGuestAgent)
 	ignoresACPI          bool      // the guest ignores ACPI shutdown requests
 	upAt                 time.Time // with phaseRefusing: when the VM first came up
+	host                 *host     // where the VM runs or last ran (see runningOn)
+	ha                   bool      // high_availability.enabled (VmBase.autoStartup)
+	haPriority           int64     // high_availability.priority
+}
+
+// running reports whether the engine counts the VM as running on its host
+// (run_on_vds is set): every status but down and image_locked.
+func (v *vm) running(now time.Time) bool {
+	st := v.status(now)
+	return st != "down" && st != "image_locked"
+}
+
+// runningOn is the host the VM runs on now, nil when it is not running.
+func (v *vm) runningOn(now time.Time) *host {
+	if v.host != nil && v.running(now) {
+		return v.host
+	}
+	return nil
 }
 
 // status computes the engine status from the recorded timestamps: no
@@ -261,6 +281,10 @@ type inventory struct {
 	tdisks        map[string]*disk // template disks
 	jobs          []*job
 	jobsByCorr    map[string][]*job
+	hosts         []*host
+	hostByName    map[string]*host
+	hostRng       *rand.Rand
+	groups        []*affinityGroup // affinity groups, in creation order
 
 	byID map[string]any // every inventory object except VMs, disks and jobs
 
@@ -286,6 +310,8 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 		byID:          map[string]any{},
 		ipSeq:         map[*cluster]int{},
 		maxNameLen:    seed.MaxVMNameLength,
+		hostByName:    map[string]*host{},
+		hostRng:       rand.New(rand.NewPCG(rs, streamHosts)),
 	}
 	if inv.maxNameLen <= 0 {
 		inv.maxNameLen = defaultMaxVMNameLength
@@ -323,6 +349,11 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 			return nil, err
 		}
 	}
+	for i, c := range seed.Clusters {
+		if err := inv.addSeedHosts(inv.clusters[i], c); err != nil {
+			return nil, err
+		}
+	}
 	// Runtime ids come from their own stream so that they do not depend on
 	// how many ids the inventory used.
 	inv.rng = rand.New(rand.NewPCG(rs, streamRuntime))
@@ -330,10 +361,13 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 }
 
 // newID returns a random (version 4 format) UUID from the seeded RNG.
-func (inv *inventory) newID() string {
+func (inv *inventory) newID() string { return uuid4(inv.rng) }
+
+// uuid4 returns a random (version 4 format) UUID from r.
+func uuid4(r *rand.Rand) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], inv.rng.Uint64())
-	binary.BigEndian.PutUint64(b[8:], inv.rng.Uint64())
+	binary.BigEndian.PutUint64(b[:8], r.Uint64())
+	binary.BigEndian.PutUint64(b[8:], r.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	var s [36]byte

@@ -250,12 +250,15 @@ func TestImageLockThenDown(t *testing.T) {
 		b.WithTimings(ovirtsim.Timings{ImageLock: time.Second, CloneFactor: 2})
 	})
 	conn := connect(t, sim)
+	thinAt := time.Now()
 	thin := createVM(t, conn, "thin", false)
 	start := time.Now()
 	cloned := createVM(t, conn, "cloned", true)
 	v := getVM(t, conn, thin, "disk_attachments.disk")
-	g.Expect(v.MustStatus()).To(Equal(ovirtsdk.VMSTATUS_IMAGE_LOCKED))
-	g.Expect(v.MustDiskAttachments().Slice()[0].MustDisk().MustStatus()).To(Equal(ovirtsdk.DISKSTATUS_LOCKED))
+	if time.Since(thinAt) < 900*time.Millisecond { // on a loaded machine the lock may be over already
+		g.Expect(v.MustStatus()).To(Equal(ovirtsdk.VMSTATUS_IMAGE_LOCKED))
+		g.Expect(v.MustDiskAttachments().Slice()[0].MustDisk().MustStatus()).To(Equal(ovirtsdk.DISKSTATUS_LOCKED))
+	}
 
 	g.Eventually(func() ovirtsdk.VmStatus { return vmStatus(t, conn, thin) }).WithTimeout(5 * time.Second).
 		WithPolling(20 * time.Millisecond).Should(Equal(ovirtsdk.VMSTATUS_DOWN))
@@ -392,8 +395,8 @@ func TestVMSearchAndFollow(t *testing.T) {
 	_, hasAlias := onlyAtt.MustDiskAttachments().Slice()[0].MustDisk().Alias()
 	g.Expect(hasAlias).To(BeFalse(), "disk_attachments without .disk gives disk references")
 
-	_, err = conn.SystemService().VmsService().List().Search(`host=h1`).Send()
-	g.Expect(err).To(MatchError(ContainSubstring("unknown field 'host'")))
+	_, err = conn.SystemService().VmsService().List().Search(`hostess=h1`).Send()
+	g.Expect(err).To(MatchError(ContainSubstring("unknown field 'hostess'")))
 	_, err = conn.SystemService().VmsService().VmService("nope").Get().Send()
 	_, ok = errAs[*ovirtsdk.NotFoundError](err)
 	g.Expect(ok).To(BeTrue())
@@ -422,7 +425,7 @@ func TestMalformedBodiesAreFaultsNotPanics(t *testing.T) {
 	g.Expect(st).To(Equal(400))
 	st, _ = do("PATCH", "/vms", "")
 	g.Expect(st).To(Equal(405))
-	st, b := do("GET", "/hosts", "")
+	st, b := do("GET", "/bookmarks", "")
 	g.Expect(st).To(Equal(404))
 	g.Expect(b).To(BeEmpty(), "a GET that finds nothing is a bare 404")
 	g.Expect(sim.RequestCount("GET", "/{unknown}")).To(Equal(1))

@@ -4,9 +4,18 @@
 // Every Client method has a function field (PingFunc, CreateVMFunc, ...):
 // when set it replaces the method's behaviour, which makes error injection a
 // one-liner. When unset, the method works on a small in-memory inventory
-// (clusters, templates, storage domains, vNIC profiles, VMs) that tests seed
-// with the Add* helpers. Status changes are immediate: a created VM is down,
-// a started one is up. All methods are safe for concurrent use.
+// (clusters, templates, storage domains, vNIC profiles, VMs, affinity groups)
+// that tests seed with the Add* helpers. Status changes are immediate: a
+// created VM is down, a started one is up on a host. All methods are safe for
+// concurrent use.
+//
+// Hosts: every cluster has as many hosts as needed unless SetHostCount limits
+// them. Starting a VM places it on a host the way the Engine's scheduler would
+// for VM affinity groups: never with a member of one of its enforcing negative
+// groups, always with the running members of its enforcing positive groups,
+// and, among the hosts left, the first that breaks the fewest non-enforcing
+// rules. When no host is left, Power(start) fails like the Engine (ErrNoHost,
+// which also matches ErrConflict).
 package fake
 
 import (
@@ -40,6 +49,14 @@ type Client struct {
 	RemoveVMFunc            func(ctx context.Context, vmID string) error
 	UpdateVMFunc            func(ctx context.Context, vmID string, u ovirt.VMUpdate) error
 
+	GetClusterFunc                func(ctx context.Context, id string) (*ovirt.Cluster, error)
+	ListAffinityGroupsFunc        func(ctx context.Context, clusterID string) ([]ovirt.AffinityGroup, error)
+	CreateAffinityGroupFunc       func(ctx context.Context, spec ovirt.AffinityGroupSpec) (*ovirt.AffinityGroup, error)
+	UpdateAffinityGroupFunc       func(ctx context.Context, clusterID, groupID string, enforcing bool) error
+	RemoveAffinityGroupFunc       func(ctx context.Context, clusterID, groupID string) error
+	AddVMToAffinityGroupFunc      func(ctx context.Context, clusterID, groupID, vmID string) error
+	RemoveVMFromAffinityGroupFunc func(ctx context.Context, clusterID, groupID, vmID string) error
+
 	mu             sync.Mutex
 	nextID         int
 	calls          []string
@@ -49,22 +66,26 @@ type Client struct {
 	vnicProfiles   []ovirt.VnicProfile
 	vms            map[string]*ovirt.VM
 	specs          map[string]ovirt.VMSpec
+	// groups are the affinity groups in creation order; hostCounts the clusters whose hosts
+	// SetHostCount limited.
+	groups     []*ovirt.AffinityGroup
+	hostCounts map[string]int
 }
 
 var _ ovirt.Client = (*Client)(nil)
 
 // NewClient returns an empty fake Client.
 func NewClient() *Client {
-	return &Client{vms: map[string]*ovirt.VM{}, specs: map[string]ovirt.VMSpec{}}
+	return &Client{vms: map[string]*ovirt.VM{}, specs: map[string]ovirt.VMSpec{}, hostCounts: map[string]int{}}
 }
 
 // NewDefaultClient returns a fake Client seeded like the simulator's default
-// inventory: cluster "Default" with network "ovirtmgmt", storage domain
+// inventory: cluster "Default" (data center "dc-default") with network "ovirtmgmt", storage domain
 // "data", template "rhcos-4.14" with a 16 GiB bootable disk, vNIC profile
 // "ovirtmgmt".
 func NewDefaultClient() *Client {
 	c := NewClient()
-	cl := c.AddCluster(ovirt.Cluster{Name: "Default", NetworkIDs: []string{"net-ovirtmgmt"}})
+	cl := c.AddCluster(ovirt.Cluster{Name: "Default", DataCenterID: "dc-default", NetworkIDs: []string{"net-ovirtmgmt"}})
 	sd := c.AddStorageDomain(ovirt.StorageDomain{Name: "data", Available: 1000 << 30, Status: "active", Usable: true})
 	c.AddTemplate(ovirt.Template{Name: "rhcos-4.14", Version: 1, ClusterID: cl.ID, OSType: "rhcos_x64",
 		Disks: []ovirt.Disk{{Alias: "rhcos-4.14_Disk1", ProvisionedSize: 16 << 30, Bootable: true,
@@ -322,6 +343,14 @@ func (c *Client) FindTemplate(ctx context.Context, name, clusterName string) (*o
 	}
 	out := *best
 	out.Disks = slices.Clone(best.Disks)
+	if out.DataCenterID == "" {
+		// The data center of the template's cluster, as the SDK client reads it.
+		for _, cl := range c.clusters {
+			if cl.ID == out.ClusterID {
+				out.DataCenterID = cl.DataCenterID
+			}
+		}
+	}
 	return &out, nil
 }
 
@@ -414,6 +443,7 @@ func (c *Client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, er
 		if vm.Name == name {
 			v := *vm
 			v.Disks, v.NICs, v.ReportedDevices = nil, nil, nil
+			v.HostName = ""
 			out = append(out, v)
 		}
 	}
@@ -614,9 +644,17 @@ func (c *Client) Power(ctx context.Context, vmID string, action ovirt.PowerActio
 	}
 	switch action {
 	case ovirt.PowerStart:
+		if vm.HostID == "" {
+			id, name, err := c.place(vm)
+			if err != nil {
+				return err
+			}
+			vm.HostID, vm.HostName = id, name
+		}
 		vm.Status = ovirt.VMStatusUp
 	case ovirt.PowerShutdown, ovirt.PowerStop:
 		vm.Status = ovirt.VMStatusDown
+		vm.HostID, vm.HostName = "", ""
 	default:
 		return invalid("Power", "unknown power action %q", action)
 	}
@@ -638,6 +676,10 @@ func (c *Client) RemoveVM(ctx context.Context, vmID string) error {
 	}
 	delete(c.vms, vmID)
 	delete(c.specs, vmID)
+	// As the Engine's database does, the VM leaves its affinity groups.
+	for _, g := range c.groups {
+		g.VMIDs = slices.DeleteFunc(g.VMIDs, func(id string) bool { return id == vmID })
+	}
 	return nil
 }
 

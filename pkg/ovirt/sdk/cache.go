@@ -138,3 +138,99 @@ func leadLookup[T any](c *lookupCache, key string, f *lookupFlight, clone func(*
 	}
 	return v, err
 }
+
+// idCache keeps what does not change about an engine object for the life of a connection, keyed
+// by its id: a host's name, a cluster's data center. There is no TTL and no invalidation short of
+// a new session: a VM's host is read on every GetVM, and without it each would cost one more GET
+// /hosts/{id}. Concurrent misses of one id share one load, like the lookup cache.
+type idCache struct {
+	mu      sync.Mutex
+	values  map[string]string
+	loading map[string]*idFlight
+}
+
+// idFlight is a load in progress; done closes when value and err are set.
+type idFlight struct {
+	done  chan struct{}
+	value string
+	err   error
+}
+
+func newIDCache() *idCache {
+	return &idCache{values: map[string]string{}, loading: map[string]*idFlight{}}
+}
+
+// put records a value learnt for free (e.g. a cluster's data center from FindCluster).
+func (c *idCache) put(id, value string) {
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.values[id] = value
+}
+
+// peek returns the cached value of id.
+func (c *idCache) peek(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.values[id]
+	return v, ok
+}
+
+// clear drops everything (the session closed).
+func (c *idCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.values)
+}
+
+// get returns the cached value of id, or loads it. load reports whether its value may be kept
+// (a definite answer, e.g. "this host is not visible"); errors and values that must not be kept
+// are returned to every waiter of that load and asked for again by the next caller.
+func (c *idCache) get(ctx context.Context, id string, load func() (value string, keep bool, err error)) (string, error) {
+	for {
+		c.mu.Lock()
+		if v, ok := c.values[id]; ok {
+			c.mu.Unlock()
+			return v, nil
+		}
+		f, loading := c.loading[id]
+		if !loading {
+			f = &idFlight{done: make(chan struct{})}
+			c.loading[id] = f
+		}
+		c.mu.Unlock()
+
+		if !loading {
+			return c.lead(id, f, load)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-f.done:
+		}
+		if f.err == nil || !(errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+			return f.value, f.err
+		}
+		// The leader gave up for its own reasons: try again.
+	}
+}
+
+// lead runs the load of a flight and always lands it, so that waiters are never left behind.
+func (c *idCache) lead(id string, f *idFlight, load func() (string, bool, error)) (value string, err error) {
+	keep := false
+	err = errors.New("lookup did not finish")
+	defer func() {
+		c.mu.Lock()
+		delete(c.loading, id)
+		if err == nil && keep {
+			c.values[id] = value
+		}
+		c.mu.Unlock()
+		f.value, f.err = value, err
+		close(f.done)
+	}()
+	value, keep, err = load()
+	return value, err
+}

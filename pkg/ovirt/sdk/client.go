@@ -99,26 +99,65 @@ func (c *client) FindCluster(ctx context.Context, name string) (*ovirt.Cluster, 
 		if cl == nil {
 			return nil, notFound(op, "no cluster named %q", name)
 		}
-		if len(cl.NetworkIDs) == 0 {
-			// The engine did not follow the networks link (or the cluster
-			// really has none, which a second call confirms cheaply).
-			ids, err := invoke(ctx, c.s, "ListClusterNetworks", func(conn *ovirtsdk.Connection) ([]string, error) {
-				resp, err := conn.SystemService().ClustersService().ClusterService(cl.ID).NetworksService().List().Send()
-				if err != nil {
-					return nil, err
-				}
-				if nets, ok := resp.Networks(); ok {
-					return networkIDs(nets), nil
-				}
-				return nil, nil
-			})
+		return c.completeCluster(ctx, cl)
+	})
+}
+
+// GetCluster implements ovirt.Client with GET /clusters/{id}?follow=networks, cached like
+// FindCluster.
+func (c *client) GetCluster(ctx context.Context, id string) (*ovirt.Cluster, error) {
+	const op = "GetCluster"
+	if id == "" {
+		return nil, invalid(op, "cluster id is empty")
+	}
+	return cachedLookup(ctx, c.s.cache, "clusterid\x00"+id, cloneCluster, func() (*ovirt.Cluster, error) {
+		cl, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.Cluster, error) {
+			resp, err := conn.SystemService().ClustersService().ClusterService(id).Get().Follow(clusterFollow).Send()
 			if err != nil {
 				return nil, err
 			}
-			cl.NetworkIDs = ids
+			got, ok := resp.Cluster()
+			if !ok {
+				return nil, fmt.Errorf("engine answered without the cluster")
+			}
+			return toCluster(got), nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return cl, nil
+		if cl.ID == "" {
+			cl.ID = id
+		}
+		return c.completeCluster(ctx, cl)
 	})
+}
+
+// completeCluster reads the networks the engine did not inline and remembers the cluster's data
+// center for FindTemplate.
+func (c *client) completeCluster(ctx context.Context, cl *ovirt.Cluster) (*ovirt.Cluster, error) {
+	if cl.DataCenterID != "" {
+		c.s.clusterDCs.put(cl.ID, cl.DataCenterID)
+	}
+	if len(cl.NetworkIDs) > 0 {
+		return cl, nil
+	}
+	// The engine did not follow the networks link (or the cluster really has none, which a
+	// second call confirms cheaply).
+	ids, err := invoke(ctx, c.s, "ListClusterNetworks", func(conn *ovirtsdk.Connection) ([]string, error) {
+		resp, err := conn.SystemService().ClustersService().ClusterService(cl.ID).NetworksService().List().Send()
+		if err != nil {
+			return nil, err
+		}
+		if nets, ok := resp.Networks(); ok {
+			return networkIDs(nets), nil
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	cl.NetworkIDs = ids
+	return cl, nil
 }
 
 // FindTemplate implements ovirt.Client.
@@ -204,6 +243,11 @@ func (c *client) FindTemplate(ctx context.Context, name, clusterName string) (*o
 			}
 			tpl.Disks = disks
 		}
+		dc, err := c.clusterDataCenter(ctx, tpl.ClusterID)
+		if err != nil {
+			return nil, err
+		}
+		tpl.DataCenterID = dc
 		return tpl, nil
 	})
 }
@@ -342,6 +386,8 @@ func (c *client) FindVnicProfile(ctx context.Context, cluster *ovirt.Cluster, na
 // endpoints, and the reported devices from the VM's collection, so that no
 // decision (resize, NIC reconciliation, addresses) rests on a missing list.
 // When follow is honoured it is one call.
+//
+// The host's name costs one GET /hosts/{id} per host and session (hostName).
 func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 	const op = "GetVM"
 	if id == "" {
@@ -373,6 +419,14 @@ func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 			if vm.NICs, vm.ReportedDevices, err = c.listNICs(ctx, id); err != nil {
 				return nil, err
 			}
+		}
+	}
+	switch {
+	case vm.HostID != "" && vm.HostName != "":
+		c.s.hostNames.put(vm.HostID, vm.HostName) // inlined: the freshest name
+	case vm.HostID != "":
+		if vm.HostName, err = c.hostName(ctx, vm.HostID); err != nil {
+			return nil, err
 		}
 	}
 	return vm, nil

@@ -177,6 +177,12 @@ func toVM(v *ovirtsdk.Vm) *ovirt.VM {
 	out.TemplateID = idOf(t, ok)
 	ot, ok := v.OriginalTemplate()
 	out.OriginalTemplateID = idOf(ot, ok)
+	// <host> is there while the VM runs (or migrates, from its source), a reference unless a
+	// follow inlined it; GetVM adds the name of a reference.
+	if h, ok := v.Host(); ok {
+		out.HostID, _ = h.Id()
+		out.HostName, _ = h.Name()
+	}
 	if os, ok := v.Os(); ok {
 		out.OSType, _ = os.Type()
 	}
@@ -236,6 +242,51 @@ func appendDevices(devs []ovirt.ReportedDevice, in *ovirtsdk.ReportedDeviceSlice
 		}
 	}
 	return devs
+}
+
+// toAffinityGroup converts an affinity group's VM rule and members. The vms_rule (4.1+) wins over
+// the deprecated top-level positive/enforcing, which older Engines report alone; a disabled VM
+// rule is reported as not enforcing (the scheduler ignores it). clusterID is the cluster asked
+// for, used when the answer names none.
+func toAffinityGroup(g *ovirtsdk.AffinityGroup, clusterID string) ovirt.AffinityGroup {
+	var out ovirt.AffinityGroup
+	out.ID, _ = g.Id()
+	out.Name, _ = g.Name()
+	out.Description, _ = g.Description()
+	c, ok := g.Cluster()
+	out.ClusterID = idOf(c, ok)
+	if out.ClusterID == "" {
+		out.ClusterID = clusterID
+	}
+	out.Positive, _ = g.Positive()
+	out.Enforcing, _ = g.Enforcing()
+	if rule, ok := g.VmsRule(); ok {
+		enabled, set := rule.Enabled()
+		if positive, ok := rule.Positive(); ok {
+			out.Positive = positive
+		}
+		if enforcing, ok := rule.Enforcing(); ok {
+			out.Enforcing = enforcing
+		}
+		if set && !enabled {
+			out.Enforcing = false
+		}
+	}
+	if vms, ok := g.Vms(); ok {
+		out.VMIDs = vmIDs(vms)
+	}
+	return out
+}
+
+// vmIDs returns the ids of the VMs of a collection, without duplicates.
+func vmIDs(vms *ovirtsdk.VmSlice) []string {
+	var ids []string
+	for _, v := range vms.Slice() {
+		if id, ok := v.Id(); ok && id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // Deep copies for the lookup cache.

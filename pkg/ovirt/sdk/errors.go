@@ -21,13 +21,19 @@ import (
 // HTML error page from a proxy) would otherwise end up whole in conditions.
 const maxDetail = 512
 
+// maxNoHostDetail caps the detail of a scheduling refusal, which explains per host and filter why
+// the VM cannot run there (about 150 bytes a host): it is what tells an operator which constraint
+// to relax, so it is kept whole for clusters of a few dozen hosts.
+const maxNoHostDetail = 8192
+
 var (
 	// The SDK only types 401/403/404/409; other faults are plain errors whose
 	// text ends with `HTTP response code is "400".`.
 	httpCodeRE = regexp.MustCompile(`HTTP response code is "(\d{3})"`)
-	// `Fault reason is "Operation Failed". Fault detail is "[Cannot ...]".`
+	// `Fault reason is "Operation Failed". Fault detail is "[Cannot ...]".` A detail may span
+	// lines (some Engine messages contain "\n").
 	faultReasonRE = regexp.MustCompile(`Fault reason is "(.*?)"\.`)
-	faultDetailRE = regexp.MustCompile(`Fault detail is "(.*?)"\.(?: HTTP response|$)`)
+	faultDetailRE = regexp.MustCompile(`(?s)Fault detail is "(.*?)"\.(?: HTTP response|$)`)
 )
 
 // lockPhrases are the engine's ways of saying "locked, try again later"
@@ -47,6 +53,34 @@ var lockPhrases = []string{
 	"currently in progress",
 	"try again in a few minutes",
 	"lock is already taken",
+}
+
+// noHostPhrases are the scheduler's ways of saying "no host can run this VM", matched in lower
+// case (AppErrors.properties of ovirt-engine):
+//   - SCHEDULING_ALL_HOSTS_FILTERED_OUT (409): "Cannot run VM. There is no host that satisfies
+//     current scheduling constraints. See below for details:", followed by one
+//     SCHEDULING_HOST_FILTERED_REASON[_WITH_DETAIL] per host ("The host h1 did not satisfy internal
+//     filter VmAffinityGroups because it matched negative affinity rules ...");
+//   - SCHEDULING_NO_HOSTS (400: the message has no error type, so the REST layer falls back to
+//     400): "There are no hosts to use. Check that the cluster contains at least one host in Up
+//     state.";
+//   - ACTION_TYPE_FAILED_VDS_VM_CLUSTER, _MEMORY, _CPUS (409, older Engines): "Cannot run VM.
+//     There are no available running Hosts in the Host Cluster." / "... with sufficient memory
+//     in VM's Cluster." / "... with enough cores in VM's Cluster.".
+var noHostPhrases = []string{
+	"there is no host that satisfies current scheduling constraints",
+	"there are no hosts to use",
+	"there are no available running hosts",
+}
+
+func mentionsNoHost(s string) bool {
+	s = strings.ToLower(s)
+	for _, p := range noHostPhrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func mentionsLock(s string) bool {
@@ -107,6 +141,12 @@ func mapError(op string, err error) error {
 		e.Status = notFound.Code
 		e.Detail = faultText(notFound.Msg)
 		e.Kinds = []error{ovirt.ErrNotFound}
+	case errors.As(err, &conflict) && mentionsNoHost(conflict.Msg):
+		// The scheduler's refusal: its per-host explanation may name anything (a host "in
+		// maintenance", a filter), but it is never a lock to wait out.
+		e.Status = conflict.Code
+		e.Detail = faultTextN(conflict.Msg, maxNoHostDetail)
+		e.Kinds = []error{ovirt.ErrConflict, ovirt.ErrNoHost}
 	case errors.As(err, &conflict):
 		e.Status = conflict.Code
 		e.Detail = faultText(conflict.Msg)
@@ -145,6 +185,10 @@ func mapError(op string, err error) error {
 			e.Status = code
 			e.Detail = faultText(err.Error())
 			switch {
+			case code == 400 && mentionsNoHost(err.Error()):
+				// SCHEDULING_NO_HOSTS alone answers 400; it means what the 409s mean.
+				e.Detail = faultTextN(err.Error(), maxNoHostDetail)
+				e.Kinds = []error{ovirt.ErrConflict, ovirt.ErrNoHost}
 			case code == 400 && mentionsLock(err.Error()):
 				e.Kinds = []error{ovirt.ErrLocked}
 			case code == 400:
@@ -181,24 +225,33 @@ func httpCode(err error) int {
 // faultText shortens the SDK's fault message to "reason: detail" (the status
 // is kept separately); other messages are kept as they are.
 func faultText(msg string) string {
+	return faultTextN(msg, maxDetail)
+}
+
+// faultTextN is faultText with its own cap.
+func faultTextN(msg string, limit int) string {
 	reason := faultReasonRE.FindStringSubmatch(msg)
 	detail := faultDetailRE.FindStringSubmatch(msg)
 	switch {
 	case reason != nil && detail != nil:
-		return truncate(reason[1] + ": " + detail[1])
+		return truncateN(reason[1]+": "+detail[1], limit)
 	case detail != nil:
-		return truncate(detail[1])
+		return truncateN(detail[1], limit)
 	case reason != nil:
-		return truncate(reason[1])
+		return truncateN(reason[1], limit)
 	}
-	return truncate(msg)
+	return truncateN(msg, limit)
 }
 
 func truncate(s string) string {
-	if len(s) <= maxDetail {
+	return truncateN(s, maxDetail)
+}
+
+func truncateN(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	return s[:maxDetail] + "..."
+	return s[:limit] + "..."
 }
 
 // resultCode is the metrics "code" label of an SDK call's outcome.

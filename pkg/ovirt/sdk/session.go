@@ -22,6 +22,10 @@ type session struct {
 	fingerprint string
 	tlsConfig   *tls.Config
 	cache       *lookupCache
+	// hostNames maps host ids to names, clusterDCs cluster ids to their data center ids: read
+	// once per session (see idCache).
+	hostNames  *idCache
+	clusterDCs *idCache
 
 	// ctx is cancelled when the session closes; background logins use it.
 	ctx    context.Context
@@ -54,6 +58,8 @@ func newSession(f *Factory, p *provider, cfg ovirt.Config, fingerprint string, t
 		fingerprint: fingerprint,
 		tlsConfig:   tlsConfig,
 		cache:       newLookupCache(f.opts.LookupCacheTTL, f.opts.now),
+		hostNames:   newIDCache(),
+		clusterDCs:  newIDCache(),
 		ctx:         ctx,
 		cancel:      cancel,
 		breaker: breaker{
@@ -96,6 +102,8 @@ func (s *session) close() {
 		s.conn = nil
 	}
 	s.cache.clear()
+	s.hostNames.clear()
+	s.clusterDCs.clear()
 }
 
 // connection returns the warmed connection, logging in first if needed.

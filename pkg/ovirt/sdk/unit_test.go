@@ -90,6 +90,19 @@ func TestMapError(t *testing.T) {
 			[]error{ovirt.ErrConflict}, []error{ovirt.ErrLocked}, "VM is running"},
 		{"another 400 fault is ErrInvalid with the engine's detail", sdkFault(400, "[Cannot add VM. The requested name is already in use.]"), 400,
 			[]error{ovirt.ErrInvalid}, []error{ovirt.ErrLocked}, "Operation Failed: [Cannot add VM. The requested name is already in use.]"},
+		{"a scheduling refusal is ErrConflict and ErrNoHost", sdkFault(409, "[Cannot run VM. There is no host that satisfies current scheduling constraints. See below for details:, "+
+			"The host h1 did not satisfy internal filter VmAffinityGroups because it matched negative affinity rules ., "+
+			"The host h1 did not satisfy internal filter VmAffinityGroups because it matched negative affinity rules .]"), 409,
+			[]error{ovirt.ErrConflict, ovirt.ErrNoHost}, []error{ovirt.ErrLocked, ovirt.ErrInvalid}, "matched negative affinity rules ."},
+		{"a scheduling refusal is no lock, whatever a host's explanation says", sdkFault(409, "[Cannot run VM. There is no host that satisfies current scheduling constraints. See below for details:, "+
+			"The host locked-1 did not satisfy internal filter X because the host is locked. Please try again in a few minutes.]"), 409,
+			[]error{ovirt.ErrConflict, ovirt.ErrNoHost}, []error{ovirt.ErrLocked}, "no host that satisfies"},
+		{"no host up (400 on a real Engine) is ErrConflict and ErrNoHost", sdkFault(400, "[There are no hosts to use. Check that the cluster contains at least one host in Up state.]"), 400,
+			[]error{ovirt.ErrConflict, ovirt.ErrNoHost}, []error{ovirt.ErrInvalid, ovirt.ErrLocked}, "at least one host in Up state"},
+		{"an older Engine's refusal for want of a running host is ErrNoHost", sdkFault(409, "[Cannot run VM. There are no available running Hosts in the Host Cluster.]"), 409,
+			[]error{ovirt.ErrConflict, ovirt.ErrNoHost}, []error{ovirt.ErrLocked}, "no available running Hosts"},
+		{"a locked VM on start is no ErrNoHost", sdkFault(409, "[Cannot run VM: VM is locked. Please try again in a few minutes.]"), 409,
+			[]error{ovirt.ErrConflict, ovirt.ErrLocked}, []error{ovirt.ErrNoHost}, "VM is locked"},
 		{"a 401 fault is ErrAuth", sdkFault(401, "Unauthorized"), 401, []error{ovirt.ErrAuth}, nil, "Unauthorized"},
 		{"a 403 fault is ErrAuth", sdkFault(403, "Forbidden"), 403, []error{ovirt.ErrAuth}, nil, "Forbidden"},
 		{"an HTML 401 (expired token) is ErrAuth", sdkNonXML(401, "<html><body>invalid_grant: expired</body></html>"), 401, []error{ovirt.ErrAuth}, nil, "invalid_grant"},

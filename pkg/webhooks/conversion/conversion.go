@@ -67,12 +67,25 @@ func ConvertOVirtMachineSpokeToHub(_ context.Context, src *infrav1beta1.OVirtMac
 	}
 	restoreProvisioned(src.Status.Ready, ok, restored.Status.Initialization.Provisioned, &dst.Status.Initialization.Provisioned)
 	if ok {
+		// Spec fields v1beta1 has no place for (placement).
+		restoreVMSpec(&dst.Spec.OVirtVMSpec, &restored.Spec.OVirtVMSpec)
+		dst.Spec.FailureDomain = restored.Spec.FailureDomain
 		// Status fields v1beta1 has no place for.
 		dst.Status.SystemDisksPending = restored.Status.SystemDisksPending
 		dst.Status.EngineInstanceID = restored.Status.EngineInstanceID
 		dst.Status.BootstrapDataCleared = restored.Status.BootstrapDataCleared
+		dst.Status.FailureDomain = restored.Status.FailureDomain
+		dst.Status.Host = restored.Status.Host
+		dst.Status.AffinityGroups = restored.Status.AffinityGroups
 	}
 	return nil
+}
+
+// restoreVMSpec copies the fields of the VM spec that v1beta1 has no place for (antiAffinity,
+// affinityGroups) from the hub object of the conversion-data annotation into dst.
+func restoreVMSpec(dst, restored *infrav1.OVirtVMSpec) {
+	dst.AntiAffinity = restored.AntiAffinity
+	dst.AffinityGroups = restored.AffinityGroups
 }
 
 // ConvertOVirtMachineHubToSpoke converts a v1beta2 OVirtMachine to v1beta1.
@@ -94,6 +107,16 @@ func ConvertOVirtClusterSpokeToHub(_ context.Context, src *infrav1beta1.OVirtClu
 		return fmt.Errorf("reading the %s annotation of OVirtCluster %s/%s: %w", DataAnnotation, src.Namespace, src.Name, err)
 	}
 	restoreProvisioned(src.Status.Ready, ok, restored.Status.Initialization.Provisioned, &dst.Status.Initialization.Provisioned)
+	if ok {
+		// Placement fields v1beta1 has no place for. Without an annotation (an object written
+		// by a v1beta1 client only) they stay unset: an empty controlPlaneAntiAffinity is Soft,
+		// which the CRD default also gives the stored object when it is read.
+		dst.Spec.Provider = restored.Spec.Provider
+		dst.Spec.FailureDomains = restored.Spec.FailureDomains
+		dst.Spec.ControlPlaneAntiAffinity = restored.Spec.ControlPlaneAntiAffinity
+		dst.Status.FailureDomains = restored.Status.FailureDomains
+		dst.Status.AffinityGroups = restored.Status.AffinityGroups
+	}
 	return nil
 }
 
@@ -110,11 +133,14 @@ func ConvertOVirtMachineTemplateSpokeToHub(_ context.Context, src *infrav1beta1.
 	if err := infrav1beta1.Convert_v1beta1_OVirtMachineTemplate_To_v1beta2_OVirtMachineTemplate(src, dst, nil); err != nil {
 		return fmt.Errorf("converting OVirtMachineTemplate %s/%s to v1beta2: %w", src.Namespace, src.Name, err)
 	}
-	// Nothing of the hub is missing from v1beta1 yet; the annotation is read (and dropped) so
-	// that fields added to v1beta2 later survive a v1beta1 round trip from the first day.
 	restored := &infrav1.OVirtMachineTemplate{}
-	if _, err := utilconversion.UnmarshalData(dst, restored); err != nil {
+	ok, err := utilconversion.UnmarshalData(dst, restored)
+	if err != nil {
 		return fmt.Errorf("reading the %s annotation of OVirtMachineTemplate %s/%s: %w", DataAnnotation, src.Namespace, src.Name, err)
+	}
+	if ok {
+		// Spec fields v1beta1 has no place for (placement).
+		restoreVMSpec(&dst.Spec.Template.Spec, &restored.Spec.Template.Spec)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package conversion
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -301,4 +302,184 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// placedHub returns hub objects of the three contract kinds with every placement field set
+// (v1beta2 only: failure domains, anti-affinity, affinity groups, the host).
+func placedHub() (*infrav1.OVirtCluster, *infrav1.OVirtMachine, *infrav1.OVirtMachineTemplate) {
+	meta := metav1.ObjectMeta{Name: "n", Namespace: "ns", Annotations: map[string]string{"team": "infra"}}
+	vm := infrav1.OVirtVMSpec{
+		Provider: "ovirt-prod", OVirtCluster: "Default", Template: "rhcos-4.14",
+		AntiAffinity: infrav1.AntiAffinityHard, AffinityGroups: []string{"db-spread", "rack-a"},
+	}
+	c := &infrav1.OVirtCluster{
+		ObjectMeta: meta,
+		Spec: infrav1.OVirtClusterSpec{
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.0.1.100", Port: 6443},
+			Provider:             "ovirt-prod",
+			FailureDomains: []infrav1.OVirtFailureDomain{
+				{Name: "fd-1", OVirtCluster: "Cluster-1", StorageDomainName: "fast-1"},
+				{Name: "fd-2", OVirtCluster: "Cluster-2", ControlPlane: ptr(false)},
+			},
+			ControlPlaneAntiAffinity: infrav1.AntiAffinityNone,
+		},
+		Status: infrav1.OVirtClusterStatus{
+			FailureDomains: []clusterv1.FailureDomain{{Name: "fd-1", ControlPlane: ptr(true)}, {Name: "fd-2", ControlPlane: ptr(false)}},
+			AffinityGroups: []infrav1.OVirtAffinityGroup{{
+				Role: infrav1.AffinityGroupRoleControlPlane, Provider: "ovirt-prod", OVirtCluster: "Cluster-1", OVirtClusterID: "c1",
+				Name: "capov-ns-n-control-plane", ID: "g1", Enforcing: true,
+			}},
+		},
+	}
+	m := &infrav1.OVirtMachine{
+		ObjectMeta: meta,
+		Spec:       infrav1.OVirtMachineSpec{OVirtVMSpec: vm, FailureDomain: "fd-1"},
+		Status:     infrav1.OVirtMachineStatus{FailureDomain: "fd-1", Host: "host-7", AffinityGroups: []string{"capov-ns-n-control-plane", "db-spread"}},
+	}
+	tpl := &infrav1.OVirtMachineTemplate{
+		ObjectMeta: meta,
+		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: *vm.DeepCopy()}},
+	}
+	return c, m, tpl
+}
+
+// TestPlacementRoundTripsThroughV1Beta1: the placement fields exist only in v1beta2. A v1beta1
+// reader does not see them (they are not in its JSON), the conversion-data annotation carries
+// them, and writing the object back as v1beta1 restores every one of them.
+func TestPlacementRoundTripsThroughV1Beta1(t *testing.T) {
+	ctx := context.Background()
+	c, m, tpl := placedHub()
+	hidden := []string{`"failureDomains"`, `"failureDomain"`, `"controlPlaneAntiAffinity"`, `"antiAffinity"`, `"affinityGroups"`, `"host-7"`, `"provider":"ovirt-prod","failureDomains"`}
+	checkSpoke := func(t *testing.T, spoke any, annotations map[string]string, inAnnotation ...string) {
+		t.Helper()
+		cp := map[string]any{}
+		b, err := json.Marshal(spoke)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &cp); err != nil {
+			t.Fatal(err)
+		}
+		delete(cp, "metadata") // the annotation holds them, on purpose
+		b, _ = json.Marshal(cp)
+		for _, key := range hidden {
+			if strings.Contains(string(b), key) {
+				t.Errorf("the v1beta1 view shows %s: %s", key, b)
+			}
+		}
+		data := annotations[DataAnnotation]
+		for _, want := range inAnnotation {
+			if !strings.Contains(data, want) {
+				t.Errorf("the conversion-data annotation lacks %s: %s", want, data)
+			}
+		}
+		if annotations["team"] != "infra" {
+			t.Error("the object's own annotations must stay")
+		}
+	}
+
+	t.Run("OVirtCluster", func(t *testing.T) {
+		spoke := &infrav1beta1.OVirtCluster{}
+		if err := ConvertOVirtClusterHubToSpoke(ctx, c.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		checkSpoke(t, spoke, spoke.Annotations, `"failureDomains":[{"name":"fd-1"`, `"controlPlaneAntiAffinity":"None"`, `"provider":"ovirt-prod"`,
+			`"failureDomains":[{"name":"fd-1","controlPlane":true}`, `"capov-ns-n-control-plane"`)
+		back := &infrav1.OVirtCluster{}
+		if err := ConvertOVirtClusterSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := back.Annotations[DataAnnotation]; ok {
+			t.Error("a hub object must never carry the conversion-data annotation")
+		}
+		if !apiequality.Semantic.DeepEqual(c, back) {
+			t.Errorf("OVirtCluster did not round-trip:\nwant %+v\ngot  %+v", c.Spec, back.Spec)
+		}
+	})
+	t.Run("OVirtMachine", func(t *testing.T) {
+		spoke := &infrav1beta1.OVirtMachine{}
+		if err := ConvertOVirtMachineHubToSpoke(ctx, m.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		checkSpoke(t, spoke, spoke.Annotations, `"failureDomain":"fd-1"`, `"antiAffinity":"Hard"`, `"affinityGroups":["db-spread","rack-a"]`, `"host":"host-7"`)
+		back := &infrav1.OVirtMachine{}
+		if err := ConvertOVirtMachineSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(m, back) {
+			t.Errorf("OVirtMachine did not round-trip:\nwant %+v %+v\ngot  %+v %+v", m.Spec, m.Status, back.Spec, back.Status)
+		}
+	})
+	t.Run("OVirtMachineTemplate", func(t *testing.T) {
+		spoke := &infrav1beta1.OVirtMachineTemplate{}
+		if err := ConvertOVirtMachineTemplateHubToSpoke(ctx, tpl.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		checkSpoke(t, spoke, spoke.Annotations, `"antiAffinity":"Hard"`, `"affinityGroups":["db-spread","rack-a"]`)
+		back := &infrav1.OVirtMachineTemplate{}
+		if err := ConvertOVirtMachineTemplateSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(tpl, back) {
+			t.Errorf("OVirtMachineTemplate did not round-trip:\nwant %+v\ngot  %+v", tpl.Spec, back.Spec)
+		}
+	})
+}
+
+// TestV1Beta1ObjectsWithoutAnnotationHaveNoPlacement: an object written by a v1beta1 client only
+// (no conversion-data annotation) converts up with every placement field unset. An empty
+// controlPlaneAntiAffinity means Soft to the manager (OrDefault), which is also what the CRD
+// default gives the stored object when the API server reads it.
+func TestV1Beta1ObjectsWithoutAnnotationHaveNoPlacement(t *testing.T) {
+	ctx := context.Background()
+	c := &infrav1.OVirtCluster{}
+	if err := ConvertOVirtClusterSpokeToHub(ctx, &infrav1beta1.OVirtCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "ns"},
+		Spec:       infrav1beta1.OVirtClusterSpec{ControlPlaneEndpoint: infrav1beta1.APIEndpoint{Host: "10.0.1.100", Port: 6443}},
+	}, c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Spec.ControlPlaneAntiAffinity != "" || c.Spec.ControlPlaneAntiAffinity.OrDefault(infrav1.AntiAffinitySoft) != infrav1.AntiAffinitySoft {
+		t.Errorf("controlPlaneAntiAffinity of a v1beta1 object: got %q, want empty (Soft)", c.Spec.ControlPlaneAntiAffinity)
+	}
+	if c.Spec.Provider != "" || c.Spec.FailureDomains != nil || c.Status.FailureDomains != nil || c.Status.AffinityGroups != nil {
+		t.Errorf("a v1beta1 OVirtCluster got placement: %+v %+v", c.Spec, c.Status)
+	}
+	m := &infrav1.OVirtMachine{}
+	if err := ConvertOVirtMachineSpokeToHub(ctx, &infrav1beta1.OVirtMachine{Spec: infrav1beta1.OVirtMachineSpec{OVirtVMSpec: infrav1beta1.OVirtVMSpec{Provider: "p"}}}, m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.FailureDomain != "" || m.Spec.AntiAffinity != "" || m.Spec.AffinityGroups != nil ||
+		m.Status.FailureDomain != "" || m.Status.Host != "" || m.Status.AffinityGroups != nil {
+		t.Errorf("a v1beta1 OVirtMachine got placement: %+v %+v", m.Spec, m.Status)
+	}
+	tpl := &infrav1.OVirtMachineTemplate{}
+	if err := ConvertOVirtMachineTemplateSpokeToHub(ctx, &infrav1beta1.OVirtMachineTemplate{}, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if tpl.Spec.Template.Spec.AntiAffinity != "" || tpl.Spec.Template.Spec.AffinityGroups != nil {
+		t.Errorf("a v1beta1 OVirtMachineTemplate got placement: %+v", tpl.Spec.Template.Spec)
+	}
+}
+
+// TestV1Beta1ChangesWinOverTheAnnotation: a v1beta1 client that changes what it can see
+// changes it; the annotation restores only the fields v1beta1 has no place for.
+func TestV1Beta1ChangesWinOverTheAnnotation(t *testing.T) {
+	ctx := context.Background()
+	_, m, _ := placedHub()
+	spoke := &infrav1beta1.OVirtMachine{}
+	if err := ConvertOVirtMachineHubToSpoke(ctx, m.DeepCopy(), spoke); err != nil {
+		t.Fatal(err)
+	}
+	spoke.Spec.Template = "rhcos-4.15"
+	back := &infrav1.OVirtMachine{}
+	if err := ConvertOVirtMachineSpokeToHub(ctx, spoke, back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Spec.Template != "rhcos-4.15" {
+		t.Errorf("the v1beta1 change was undone: template %q", back.Spec.Template)
+	}
+	if back.Spec.FailureDomain != "fd-1" || back.Spec.AntiAffinity != infrav1.AntiAffinityHard || len(back.Spec.AffinityGroups) != 2 || back.Status.Host != "host-7" {
+		t.Errorf("the v1beta2-only fields were lost: %+v %+v", back.Spec, back.Status)
+	}
 }

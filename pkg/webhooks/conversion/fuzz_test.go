@@ -21,6 +21,7 @@ func FuzzConvertV1Beta1JSON(f *testing.F) {
 		`{"metadata":{"annotations":{"cluster.x-k8s.io/conversion-data":"{\"status\":{\"initialization\":{\"provisioned\":false}}}"}},"spec":{"providerID":""}}`,
 		`{"metadata":{"annotations":{"cluster.x-k8s.io/conversion-data":"not json"}}}`,
 		`{"status":{"conditions":[],"v1beta2":{}}}`,
+		`{"metadata":{"annotations":{"cluster.x-k8s.io/conversion-data":"{\"spec\":{\"failureDomain\":\"fd-1\",\"antiAffinity\":\"Hard\",\"affinityGroups\":[\"db-spread\"]},\"status\":{\"failureDomain\":\"fd-1\",\"host\":\"host-7\",\"affinityGroups\":[\"g\"]}}"}},"spec":{"provider":"p"}}`,
 	} {
 		f.Add([]byte(seed))
 	}

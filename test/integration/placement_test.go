@@ -1,0 +1,347 @@
+package integration
+
+import (
+	"context"
+	"crypto/x509"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	ovirtsdk "github.com/ovirt/go-ovirt"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/test/harness"
+	"github.com/capov/capov/test/ovirtsim"
+)
+
+// The oVirt clusters of the placement tests (newSimulator): all in the data center of the
+// templates, each with its own hosts, so that the tests do not place VMs on each other's hosts.
+const (
+	spreadCluster   = "Spread3"   // three hosts
+	softPairCluster = "SoftPair"  // two hosts
+	hardPairCluster = "HardPair"  // two hosts
+	zoneACluster    = "ZoneA"     // failure domain zone-a
+	zoneBCluster    = "ZoneB"     // failure domain zone-b
+	otherDCCluster  = "Secondary" // another data center: the templates are not usable there
+)
+
+// placementClusters are the clusters newSimulator adds for these tests.
+func placementClusters() []ovirtsim.Cluster {
+	hosts := func(prefix string, n int) []ovirtsim.Host {
+		out := make([]ovirtsim.Host, 0, n)
+		for i := range n {
+			out = append(out, ovirtsim.Host{Name: prefix + "-h" + string(rune('1'+i)), MemoryGB: 256})
+		}
+		return out
+	}
+	return []ovirtsim.Cluster{
+		{Name: spreadCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("spread", 3)},
+		{Name: softPairCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("softpair", 2)},
+		{Name: hardPairCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("hardpair", 2)},
+		{Name: zoneACluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("zonea", 2)},
+		{Name: zoneBCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("zoneb", 2)},
+	}
+}
+
+// newControlPlaneMachine creates a control-plane Machine (labelled as KubeadmControlPlane labels
+// its machines) with bootstrap data and its OVirtMachine in the given oVirt cluster.
+func (tc *testCluster) newControlPlaneMachine(t *testing.T, ovirtCluster, failureDomain string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	name := tc.ns + "-cp-" + strings.ToLower(rand.String(4))
+	secret := name + "-bootstrap"
+	g.Expect(k8s.Create(ctx, harness.BootstrapSecret(tc.ns, secret, tc.cluster.Name, ignitionConfig, "ignition"))).To(Succeed())
+	m := harness.Machine(tc.cluster, name, secret)
+	m.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	m.Spec.FailureDomain = failureDomain
+	for k, v := range filterLabels(tc.filter) {
+		m.Labels[k] = v
+	}
+	g.Expect(k8s.Create(ctx, m)).To(Succeed())
+	spec := vmSpec()
+	spec.OVirtCluster = ovirtCluster
+	spec.Memory = &infrav1.Memory{SizeMB: 4096}
+	om := harness.OVirtMachine(m, spec)
+	om.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	for k, v := range filterLabels(tc.filter) {
+		om.Labels[k] = v
+	}
+	g.Expect(k8s.Create(ctx, om)).To(Succeed())
+	return m, om
+}
+
+// updateOVirtCluster changes the test cluster's OVirtCluster.
+func (tc *testCluster) updateOVirtCluster(t *testing.T, mutate func(*infrav1.OVirtCluster)) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func() error {
+		oc := &infrav1.OVirtCluster{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: tc.ns, Name: tc.cluster.Name}, oc); err != nil {
+			return err
+		}
+		mutate(oc)
+		return k8s.Update(context.Background(), oc)
+	}, timeout, interval).Should(Succeed())
+}
+
+func (tc *testCluster) getOVirtCluster(g Gomega) *infrav1.OVirtCluster {
+	oc := &infrav1.OVirtCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: tc.ns, Name: tc.cluster.Name}, oc)).To(Succeed())
+	return oc
+}
+
+// groupOf returns the simulator's affinity group of that name in the oVirt cluster.
+func groupOf(ovirtCluster, name string) (ovirtsim.AffinityGroupState, bool) {
+	for _, g := range sim.AffinityGroups(ovirtCluster) {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return ovirtsim.AffinityGroupState{}, false
+}
+
+// addAdminGroup creates a positive, non-enforcing affinity group in the oVirt cluster through
+// the real SDK, as an administrator would in the oVirt UI.
+func addAdminGroup(t *testing.T, ovirtCluster, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	conn, err := ovirtsdk.NewConnectionBuilder().URL(sim.URL()).Username(sim.Username()).Password(sim.Password()).
+		CertPool(x509.NewCertPool()).CACert(sim.CAPEM()).Timeout(10 * time.Second).Build()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = conn.Close() }()
+	list, err := conn.SystemService().ClustersService().List().Search("name=" + ovirtCluster).Send()
+	g.Expect(err).NotTo(HaveOccurred())
+	cl := list.MustClusters().Slice()
+	g.Expect(cl).To(HaveLen(1))
+	_, err = conn.SystemService().ClustersService().ClusterService(cl[0].MustId()).AffinityGroupsService().Add().
+		Group(ovirtsdk.NewAffinityGroupBuilder().Name(name).Description("made by an administrator").
+			VmsRule(ovirtsdk.NewAffinityRuleBuilder().Enabled(true).Positive(true).Enforcing(false).MustBuild()).MustBuild()).Send()
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+func controlPlaneGroupName(tc *testCluster, ovirtCluster string) string {
+	return "capov-" + tc.ns + "-" + tc.cluster.Name + "-control-plane-" + ovirtCluster
+}
+
+func TestThreeControlPlaneMachinesLandOnThreeHosts(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	var oms []*infrav1.OVirtMachine
+	var machines []*clusterv1.Machine
+	for range 3 {
+		m, om := tc.newControlPlaneMachine(t, spreadCluster, "")
+		machines, oms = append(machines, m), append(oms, om)
+	}
+	hosts := map[string]string{}
+	for _, om := range oms {
+		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+		g.Expect(got.Status.Host).NotTo(BeEmpty(), "status.host names the VM's host")
+		simHost, ok := sim.VMHost(got.Status.VMID)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(got.Status.Host).To(Equal(simHost))
+		hosts[got.Status.Host] = got.Name
+		g.Expect(got.Status.AffinityGroups).To(ConsistOf(controlPlaneGroupName(tc, spreadCluster)))
+	}
+	g.Expect(hosts).To(HaveLen(3), "three control-plane VMs on three hosts: %v", hosts)
+
+	// The group in oVirt: negative, not enforcing (Soft, the default), with the three VMs.
+	grp, ok := groupOf(spreadCluster, controlPlaneGroupName(tc, spreadCluster))
+	g.Expect(ok).To(BeTrue(), "the control-plane group exists in %s: %+v", spreadCluster, sim.AffinityGroups(spreadCluster))
+	g.Expect(grp.VMRule).To(Equal("negative"))
+	g.Expect(grp.VMEnforcing).To(BeFalse())
+	g.Expect(grp.VMs).To(HaveLen(3))
+	oc := tc.getOVirtCluster(g)
+	g.Expect(oc.Status.AffinityGroups).To(ConsistOf(HaveField("Name", controlPlaneGroupName(tc, spreadCluster))))
+	g.Expect(v1beta1conditions.IsTrue(oc, infrav1.AffinityGroupsReadyCondition)).To(BeTrue(), describeConditions(oc))
+
+	// The Machine carries the host as a label that Cluster API copies to the Node.
+	for i, m := range machines {
+		g.Eventually(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.Labels).To(HaveKeyWithValue(infrav1.HostLabel, getOM(g, oms[i]).Status.Host))
+		}, timeout, interval).Should(Succeed())
+	}
+
+	// Deleting the machines removes the VMs from the group (with the VMs); deleting the cluster
+	// deletes the group.
+	for _, om := range oms {
+		deleteAndWait(t, om)
+	}
+	grp, ok = groupOf(spreadCluster, controlPlaneGroupName(tc, spreadCluster))
+	g.Expect(ok).To(BeTrue(), "the control-plane group stays while the cluster exists")
+	g.Expect(grp.VMs).To(BeEmpty())
+	g.Expect(k8s.Delete(context.Background(), oc)).To(Succeed())
+	g.Eventually(func() bool {
+		_, ok := groupOf(spreadCluster, controlPlaneGroupName(tc, spreadCluster))
+		return ok
+	}, timeout, interval).Should(BeFalse(), "the group is deleted with the cluster")
+	g.Eventually(func() bool {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(oc), &infrav1.OVirtCluster{})
+		return err != nil
+	}, timeout, interval).Should(BeTrue(), "the OVirtCluster's finalizer drops once its groups are gone")
+}
+
+func TestSoftAntiAffinityStartsAThirdVMOnTwoHosts(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	hosts := map[string]int{}
+	for range 3 {
+		_, om := tc.newControlPlaneMachine(t, softPairCluster, "")
+		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+		hosts[got.Status.Host]++
+	}
+	g.Expect(hosts).To(HaveLen(2), "Soft spreads over both hosts and still starts the third VM: %v", hosts)
+}
+
+func TestHardAntiAffinityRefusesTheThirdVMUntilAHostComesUp(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	tc.updateOVirtCluster(t, func(oc *infrav1.OVirtCluster) { oc.Spec.ControlPlaneAntiAffinity = infrav1.AntiAffinityHard })
+	g.Eventually(func(g Gomega) {
+		g.Expect(tc.getOVirtCluster(g).Spec.ControlPlaneAntiAffinity).To(Equal(infrav1.AntiAffinityHard))
+	}, timeout, interval).Should(Succeed())
+	var oms []*infrav1.OVirtMachine
+	for range 2 {
+		_, om := tc.newControlPlaneMachine(t, hardPairCluster, "")
+		eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+		oms = append(oms, om)
+	}
+	grp, ok := groupOf(hardPairCluster, controlPlaneGroupName(tc, hardPairCluster))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(grp.VMEnforcing).To(BeTrue(), "Hard is an enforcing group")
+
+	_, third := tc.newControlPlaneMachine(t, hardPairCluster, "")
+	got := eventuallyCondition(t, third, condition{Type: infrav1.MachineOnCondition, Status: "False",
+		Reason: infrav1.AffinityRulesUnsatisfiableReason, Severity: clusterv1.ConditionSeverityWarning,
+		Message: "There is no host that satisfies current scheduling constraints"})
+	// The Engine's answer, as it words it: a line per filtered host (a real Engine repeats the
+	// first host's name and reason on every line, and names no group).
+	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineOnCondition)).To(ContainSubstring("did not satisfy internal filter VmAffinityGroups"))
+	eventuallyEvent(t, third, "NoHostForVM")
+	_, running := sim.VMHost(got.Status.VMID)
+	g.Expect(running).To(BeFalse())
+
+	// A third host: the retry starts the VM there.
+	_, err := sim.AddHost(hardPairCluster, "hardpair-h3", 256<<30)
+	g.Expect(err).NotTo(HaveOccurred())
+	got = eventuallyCondition(t, third, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	g.Expect(got.Status.Host).To(Equal("hardpair-h3"))
+}
+
+func TestFailureDomainsPlaceVMsInTheirOVirtCluster(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	tc.updateOVirtCluster(t, func(oc *infrav1.OVirtCluster) {
+		oc.Spec.Provider = mainProvider
+		oc.Spec.ControlPlaneAntiAffinity = infrav1.AntiAffinityNone
+		oc.Spec.FailureDomains = []infrav1.OVirtFailureDomain{
+			{Name: "zone-a", OVirtCluster: zoneACluster},
+			{Name: "zone-b", OVirtCluster: zoneBCluster, StorageDomainName: "data"},
+			{Name: "workers-only", OVirtCluster: zoneBCluster, ControlPlane: ptr.To(false)},
+		}
+	})
+	g.Eventually(func(g Gomega) {
+		oc := tc.getOVirtCluster(g)
+		g.Expect(oc.Status.FailureDomains).To(HaveLen(3))
+		g.Expect(oc.Status.FailureDomains[0]).To(Equal(clusterv1.FailureDomain{Name: "zone-a", ControlPlane: ptr.To(true),
+			Attributes: map[string]string{"ovirtcluster": zoneACluster}}))
+		g.Expect(oc.Status.FailureDomains[2].ControlPlane).To(HaveValue(BeFalse()))
+		g.Expect(v1beta1conditions.IsTrue(oc, infrav1.FailureDomainsReadyCondition)).To(BeTrue(), describeConditions(oc))
+	}, timeout, interval).Should(Succeed())
+
+	// A control-plane Machine in zone-b: its spec says Default, the failure domain wins.
+	_, om := tc.newControlPlaneMachine(t, "Default", "zone-b")
+	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	g.Expect(got.Spec.FailureDomain).To(Equal("zone-b"))
+	g.Expect(got.Status.FailureDomain).To(Equal("zone-b"))
+	vm, ok := sim.VM(got.Status.VMID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vm.Cluster).To(Equal(zoneBCluster))
+	g.Expect(got.Status.Host).To(HavePrefix("zoneb-"))
+	g.Expect(got.Status.AffinityGroups).To(BeEmpty(), "None: no group")
+
+	// A domain the OVirtCluster does not define: nothing is created, the valid names are listed.
+	_, bad := tc.newControlPlaneMachine(t, "Default", "zone-x")
+	eventuallyCondition(t, bad, condition{Type: infrav1.MachineCreatedCondition, Status: "False",
+		Reason: infrav1.FailureDomainNotFoundReason, Message: `failure domain "zone-x"`})
+	got = eventuallyCondition(t, bad, condition{Type: infrav1.MachineCreatedCondition, Status: "False",
+		Reason: infrav1.FailureDomainNotFoundReason, Message: "zone-a, zone-b, workers-only"})
+	g.Expect(got.Status.VMID).To(BeEmpty())
+
+	// A domain in another data center is reported by the OVirtCluster, naming the domain.
+	tc.updateOVirtCluster(t, func(oc *infrav1.OVirtCluster) {
+		oc.Spec.FailureDomains = append(oc.Spec.FailureDomains, infrav1.OVirtFailureDomain{Name: "far", OVirtCluster: otherDCCluster},
+			infrav1.OVirtFailureDomain{Name: "ghost", OVirtCluster: "NoSuchCluster"})
+	})
+	g.Eventually(func(g Gomega) {
+		oc := tc.getOVirtCluster(g)
+		c := v1beta1conditions.Get(oc, infrav1.FailureDomainsReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(infrav1.FailureDomainNotUsableReason))
+		g.Expect(c.Message).To(ContainSubstring(`far: template "rhcos-4.14" is in another data center than oVirt cluster "Secondary"`))
+		g.Expect(c.Message).To(ContainSubstring(`ghost: oVirt cluster "NoSuchCluster" not found`))
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestAWorkerPoolWithAntiAffinityGetsAGroupThatGoesWithIt(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	spec := vmSpec()
+	spec.OVirtCluster = spreadCluster
+	spec.Memory = &infrav1.Memory{SizeMB: 4096}
+	spec.AntiAffinity = infrav1.AntiAffinityHard
+	var oms []*infrav1.OVirtMachine
+	for range 2 {
+		_, om := tc.newMachineWithLabels(t, spec, map[string]string{clusterv1.MachineDeploymentNameLabel: "pool-a"})
+		oms = append(oms, om)
+	}
+	name := "capov-" + tc.ns + "-" + tc.cluster.Name + "-md-pool-a-" + spreadCluster
+	hosts := map[string]bool{}
+	for _, om := range oms {
+		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+		g.Expect(got.Status.AffinityGroups).To(ConsistOf(name))
+		hosts[got.Status.Host] = true
+	}
+	g.Expect(hosts).To(HaveLen(2))
+	grp, ok := groupOf(spreadCluster, name)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(grp.VMEnforcing).To(BeTrue())
+	for _, om := range oms {
+		deleteAndWait(t, om)
+	}
+	g.Eventually(func() bool {
+		_, ok := groupOf(spreadCluster, name)
+		return ok
+	}, timeout, interval).Should(BeFalse(), "the group of a MachineDeployment without machines is deleted")
+}
+
+func TestAnAffinityGroupNamedInTheSpecIsJoinedAndAMissingOneReported(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t, mainFilter)
+	addAdminGroup(t, spreadCluster, tc.ns+"-admins")
+	spec := vmSpec()
+	spec.OVirtCluster = spreadCluster
+	spec.Memory = &infrav1.Memory{SizeMB: 4096}
+	spec.AffinityGroups = []string{tc.ns + "-admins"}
+	_, om := tc.newMachine(t, spec, ignitionConfig)
+	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	g.Expect(got.Status.AffinityGroups).To(ConsistOf(tc.ns + "-admins"))
+	grp, ok := groupOf(spreadCluster, tc.ns+"-admins")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(grp.VMs).To(ConsistOf(got.Status.VMName))
+
+	spec.AffinityGroups = []string{tc.ns + "-nowhere"}
+	_, missing := tc.newMachine(t, spec, ignitionConfig)
+	got = eventuallyCondition(t, missing, condition{Type: infrav1.MachineOnCondition, Status: "False",
+		Reason: infrav1.AffinityGroupNotFoundReason, Message: tc.ns + "-nowhere"})
+	_, running := sim.VMHost(got.Status.VMID)
+	g.Expect(running).To(BeFalse(), "the VM does not start outside its group")
+}
