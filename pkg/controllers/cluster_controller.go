@@ -121,7 +121,11 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	if !oc.DeletionTimestamp.IsZero() {
 		v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1.ConditionSeverityInfo, "deleting")
-		if r.Connector != nil {
+		if _, moving := oc.Annotations[deleteForMoveAnnotation]; moving {
+			// clusterctl move deletes the source objects: the groups move with the cluster (the
+			// target's OVirtCluster adopts them by name and marker).
+			ctrl.LoggerFrom(ctx).Info("Deleted for clusterctl move: keeping the affinity groups in oVirt", "groups", len(oc.Status.AffinityGroups))
+		} else if r.Connector != nil {
 			// The affinity groups go with the cluster; the finalizer stays until they are gone.
 			if done, err := r.deleteGroups(ctx, oc); err != nil || !done {
 				return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, err

@@ -546,8 +546,16 @@ func (cl *Cluster) waitGone(ctx context.Context, start time.Time, bound time.Dur
 	return nil
 }
 
-// CheckNoVMs records an I4 violation for every VM whose marker names namespace ns.
+// CheckNoVMs records an I4 violation for every VM whose marker names namespace ns, and for
+// every affinity group the manager made for a cluster of that namespace (named
+// "capov-<namespace>-<cluster>-..."): the OVirtCluster deletes its groups before its finalizer drops.
 func (cl *Cluster) CheckNoVMs(ns string) {
+	for _, g := range cl.w.Sim.AffinityGroups("") {
+		if strings.HasPrefix(g.Name, "capov-"+ns+"-"+cl.Name+"-") {
+			cl.w.Watcher.Violate("I4|group|"+g.ID, I4, fmt.Sprintf("affinity group %s (oVirt cluster %s, VMs %v) outlived the OVirtCluster of namespace %s", g.Name, g.Cluster, g.VMs, ns),
+				"affinity group "+g.Name)
+		}
+	}
 	for _, vm := range cl.w.Sim.VMs() {
 		if owner := MarkerOwner(vm.Comment); strings.HasPrefix(owner, ns+"/") && !cl.w.Watcher.IsForeign(vm.ID) {
 			cl.w.Watcher.Violate("I4|"+vm.ID, I4, fmt.Sprintf("VM %s (%s, %s) outlived OVirtMachine %s", vm.ID, vm.Name, vm.Status, owner),

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/collections"
+	"sigs.k8s.io/cluster-api/util/failuredomains"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -336,6 +338,85 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		Expect(mgmt.Delete(ctx, p)).To(Succeed())
 	})
 
+	It("spreads control-plane Machines over three failure domains with Cluster API's picker, and pins a MachineDeployment to one", func(ctx SpecContext) {
+		domains := map[string]string{"fd-1": "Default", "fd-2": "Secondary", "fd-3": "Tertiary"}
+		Eventually(func() error {
+			oc := &infrav1.OVirtCluster{}
+			if err := mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, oc); err != nil {
+				return err
+			}
+			oc.Spec.Provider = providerName
+			oc.Spec.FailureDomains = nil
+			for _, name := range []string{"fd-1", "fd-2", "fd-3"} {
+				oc.Spec.FailureDomains = append(oc.Spec.FailureDomains, infrav1.OVirtFailureDomain{Name: name, OVirtCluster: domains[name]})
+			}
+			return mgmt.Update(ctx, oc)
+		}, wait, poll).Should(Succeed())
+		// Cluster API's Cluster controller copies the OVirtCluster's status.failureDomains.
+		c := &clusterv1.Cluster{}
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
+			g.Expect(c.Status.FailureDomains).To(HaveLen(3))
+		}, wait, poll).Should(Succeed())
+
+		// What KubeadmControlPlane does for each new control-plane Machine: the failure domain
+		// with the fewest control-plane machines, by Cluster API's own picker.
+		for i := range 3 {
+			all := &clusterv1.MachineList{}
+			Expect(mgmt.List(ctx, all, client.InNamespace(ns), client.HasLabels{clusterv1.MachineControlPlaneLabel})).To(Succeed())
+			machines := collections.FromMachineList(all)
+			fd := failuredomains.PickFewest(ctx, c.Status.FailureDomains, machines, machines)
+			Expect(fd).NotTo(BeEmpty())
+			name := fmt.Sprintf("cp-fd-%d", i+1)
+			m := harness.Machine(cluster, name, "bootstrap-data")
+			m.Labels[clusterv1.MachineControlPlaneLabel] = ""
+			m.Spec.Version = "v1.31.0"
+			m.Spec.FailureDomain = fd
+			om := harness.OVirtMachine(m, machineTemplate("unused", "rhcos-4.14", 2).Spec.Template.Spec)
+			om.Labels[clusterv1.MachineControlPlaneLabel] = ""
+			Expect(mgmt.Create(ctx, om)).To(Succeed())
+			Expect(mgmt.Create(ctx, m)).To(Succeed())
+			Eventually(func(g Gomega) {
+				got := &clusterv1.Machine{}
+				g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+				g.Expect(got.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			}, wait, poll).Should(Succeed())
+		}
+		clusters := map[string]string{}
+		for i := range 3 {
+			name := fmt.Sprintf("cp-fd-%d", i+1)
+			vm, ok := stack.Sim.VMByName(name)
+			Expect(ok).To(BeTrue())
+			om := &infrav1.OVirtMachine{}
+			Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, om)).To(Succeed())
+			Expect(vm.Cluster).To(Equal(domains[om.Status.FailureDomain]), "the VM is in its failure domain's oVirt cluster")
+			clusters[vm.Cluster] = name
+			// The host label goes from the Machine to the Node.
+			Eventually(func(g Gomega) {
+				g.Expect(workloadNode(ctx, name).Labels).To(HaveKeyWithValue(infrav1.HostLabel, om.Status.Host))
+			}, wait, poll).Should(Succeed())
+		}
+		Expect(clusters).To(HaveLen(3), "one control-plane VM per failure domain: %v", clusters)
+		oc := &infrav1.OVirtCluster{}
+		Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, oc)).To(Succeed())
+		Expect(oc.Status.AffinityGroups).To(ContainElements(
+			HaveField("OVirtCluster", "Secondary"), HaveField("OVirtCluster", "Tertiary")), "a control-plane group per oVirt cluster")
+
+		By("a MachineDeployment with failureDomain fd-2")
+		Expect(mgmt.Create(ctx, machineTemplate("zoned", "rhcos-4.14", 2))).To(Succeed())
+		md := machineDeployment("zoned", "zoned", 2)
+		md.Spec.Template.Spec.FailureDomain = "fd-2"
+		Expect(mgmt.Create(ctx, md)).To(Succeed())
+		expectRunning(ctx, "zoned", 2)
+		for name := range poolVMs("zoned") {
+			vm, ok := stack.Sim.VMByName(name)
+			Expect(ok).To(BeTrue())
+			Expect(vm.Cluster).To(Equal("Secondary"), "every VM of the MachineDeployment in fd-2's oVirt cluster")
+		}
+		scale(ctx, "zoned", 0)
+		expectRunning(ctx, "zoned", 0)
+	})
+
 	It("removes every VM and finalizer when the Cluster is deleted", func(ctx SpecContext) {
 		Expect(mgmt.Delete(ctx, cluster)).To(Succeed())
 		Eventually(func() bool {
@@ -348,6 +429,9 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		ocs := &infrav1.OVirtClusterList{}
 		Expect(mgmt.List(ctx, ocs, client.InNamespace(ns))).To(Succeed())
 		Expect(ocs.Items).To(BeEmpty())
+		for _, g := range stack.Sim.AffinityGroups("") {
+			Expect(g.Name).NotTo(HavePrefix("capov-"+ns+"-"), "the cluster's affinity groups are deleted with it")
+		}
 	})
 })
 

@@ -47,6 +47,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	workDir, err = os.MkdirTemp("", "capov-conformance-")
 	Expect(err).NotTo(HaveOccurred())
 	seed := ovirtsim.DemoSeed()
+	// A third oVirt cluster of the data center, for three failure domains (three hosts).
+	seed.Clusters = append(seed.Clusters, ovirtsim.Cluster{Name: "Tertiary", DataCenter: "Default", Networks: []string{"ovirtmgmt"}})
 	seed.Timings = ovirtsim.Timings{ImageLock: 200 * time.Millisecond, DiskLock: 100 * time.Millisecond,
 		WaitForLaunch: 100 * time.Millisecond, PoweringUp: 200 * time.Millisecond, PoweringDown: 100 * time.Millisecond}
 	stack, err = harness.StartStack(ctx, harness.StackOptions{

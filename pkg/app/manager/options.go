@@ -128,7 +128,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ClusterCacheClientBurst, "clustercache-client-burst", 30, "Maximum burst of queries from the ClusterCache clients to the API server of each workload cluster.")
 	fs.StringVar(&o.Namespace, "namespace", "", "Only watch this namespace (default: all namespaces).")
 	fs.StringVar(&o.WatchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value> (default: all).")
-	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "Interval at which every watched object is reconciled again; bounds how stale the status of a Ready machine can be.")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "Interval at which every watched object is reconciled again; bounds how stale the status of a Ready machine can be, and how often an OVirtCluster checks its failure domains and affinity groups in oVirt.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on SIGTERM.")
 	fs.StringVar(&o.CredentialsNamespace, "credentials-namespace", options.Env("POD_NAMESPACE", "capov-system"), "Namespace of the OVirtProvider credentials Secrets; the default is $POD_NAMESPACE when it is set.")
 	fs.DurationVar(&o.ProviderCheckInterval, "provider-check-interval", 5*time.Minute, "How often each OVirtProvider's connection is checked.")
