@@ -243,7 +243,7 @@ type machineScope struct {
 	// oc is the Cluster's OVirtCluster, read on demand (ovirtCluster).
 	oc    *infrav1.OVirtCluster
 	ovirt ovirt.Client
-	vm       *ovirt.VM
+	vm    *ovirt.VM
 	// vmRead is set when vm was just read from oVirt (it then counts as an observation).
 	vmRead bool
 }

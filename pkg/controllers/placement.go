@@ -165,6 +165,6 @@ func labelValue(s string) string {
 		v = v[:63]
 	}
 	return strings.TrimFunc(v, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
 	})
 }

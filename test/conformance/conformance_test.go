@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/collections"
-	"sigs.k8s.io/cluster-api/util/failuredomains"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
+	"sigs.k8s.io/cluster-api/util/failuredomains"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"

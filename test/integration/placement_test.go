@@ -2,13 +2,10 @@ package integration
 
 import (
 	"context"
-	"crypto/x509"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
-	ovirtsdk "github.com/ovirt/go-ovirt"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -16,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/ovirt"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
@@ -107,22 +105,16 @@ func groupOf(ovirtCluster, name string) (ovirtsim.AffinityGroupState, bool) {
 	return ovirtsim.AffinityGroupState{}, false
 }
 
-// addAdminGroup creates a positive, non-enforcing affinity group in the oVirt cluster through
-// the real SDK, as an administrator would in the oVirt UI.
+// addAdminGroup creates a positive, non-enforcing affinity group in the oVirt cluster, as an
+// administrator would in the oVirt UI.
 func addAdminGroup(t *testing.T, ovirtCluster, name string) {
 	t.Helper()
 	g := NewWithT(t)
-	conn, err := ovirtsdk.NewConnectionBuilder().URL(sim.URL()).Username(sim.Username()).Password(sim.Password()).
-		CertPool(x509.NewCertPool()).CACert(sim.CAPEM()).Timeout(10 * time.Second).Build()
+	ctx := context.Background()
+	c := ovirtClient(t)
+	cl, err := c.FindCluster(ctx, ovirtCluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = conn.Close() }()
-	list, err := conn.SystemService().ClustersService().List().Search("name=" + ovirtCluster).Send()
-	g.Expect(err).NotTo(HaveOccurred())
-	cl := list.MustClusters().Slice()
-	g.Expect(cl).To(HaveLen(1))
-	_, err = conn.SystemService().ClustersService().ClusterService(cl[0].MustId()).AffinityGroupsService().Add().
-		Group(ovirtsdk.NewAffinityGroupBuilder().Name(name).Description("made by an administrator").
-			VmsRule(ovirtsdk.NewAffinityRuleBuilder().Enabled(true).Positive(true).Enforcing(false).MustBuild()).MustBuild()).Send()
+	_, err = c.CreateAffinityGroup(ctx, ovirt.AffinityGroupSpec{ClusterID: cl.ID, Name: name, Description: "made by an administrator", Positive: true})
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
@@ -208,11 +200,9 @@ func TestHardAntiAffinityRefusesTheThirdVMUntilAHostComesUp(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(tc.getOVirtCluster(g).Spec.ControlPlaneAntiAffinity).To(Equal(infrav1.AntiAffinityHard))
 	}, timeout, interval).Should(Succeed())
-	var oms []*infrav1.OVirtMachine
 	for range 2 {
 		_, om := tc.newControlPlaneMachine(t, hardPairCluster, "")
 		eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
-		oms = append(oms, om)
 	}
 	grp, ok := groupOf(hardPairCluster, controlPlaneGroupName(tc, hardPairCluster))
 	g.Expect(ok).To(BeTrue())

@@ -97,6 +97,14 @@ func TestBuildRejectsInconsistentInventory(t *testing.T) {
 			WithStorageDomain(ovirtsim.StorageDomain{Name: "d"}).
 			WithTemplate(ovirtsim.Template{Name: "t", Disks: []ovirtsim.TemplateDisk{{Alias: "a"}}}), "size_gb must be positive"},
 		{"two clusters with one name", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "c"}).WithCluster(ovirtsim.Cluster{Name: "c"}), `duplicate cluster "c"`},
+		{"one host name in two clusters", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "a", Hosts: []ovirtsim.Host{{Name: "h"}}}).
+			WithCluster(ovirtsim.Cluster{Name: "b", Hosts: []ovirtsim.Host{{Name: "h"}}}), `host "h" already exists`},
+		{"a host with an unknown status", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "a", Hosts: []ovirtsim.Host{{Name: "h", Status: "asleep"}}}),
+			`unknown status "asleep"`},
+		{"a host with negative memory", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "a", Hosts: []ovirtsim.Host{{Name: "h", MemoryGB: -1}}}),
+			"negative memory_gb"},
+		{"no_hosts with hosts", ovirtsim.NewBuilder().WithCluster(ovirtsim.Cluster{Name: "a", NoHosts: true, Hosts: []ovirtsim.Host{{Name: "h"}}}),
+			"no_hosts with hosts"},
 		{"a fault rule without status or hang", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Path: "/vms"}), "needs a status or a hang"},
 		{"a fault rule with an unknown mode", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Status: 500, Mode: "explode"}), `unknown mode "explode"`},
 		{"a drop with a status", ovirtsim.NewBuilder().WithFault(ovirtsim.FaultRule{Status: 500, Mode: "drop"}), "mode drop sends no status"},

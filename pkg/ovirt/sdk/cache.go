@@ -170,14 +170,6 @@ func (c *idCache) put(id, value string) {
 	c.values[id] = value
 }
 
-// peek returns the cached value of id.
-func (c *idCache) peek(id string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.values[id]
-	return v, ok
-}
-
 // clear drops everything (the session closed).
 func (c *idCache) clear() {
 	c.mu.Lock()
@@ -210,7 +202,7 @@ func (c *idCache) get(ctx context.Context, id string, load func() (value string,
 			return "", ctx.Err()
 		case <-f.done:
 		}
-		if f.err == nil || !(errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+		if f.err == nil || !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded) {
 			return f.value, f.err
 		}
 		// The leader gave up for its own reasons: try again.
