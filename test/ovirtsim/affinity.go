@@ -209,11 +209,10 @@ func inputViolations(e *groupEntity) []string {
 	violation := func(msg, path string) {
 		out = append(out, msg, "ACTION_TYPE_FAILED_ATTRIBUTE_PATH", "$path affinityGroup."+path)
 	}
-	switch {
-	case e.name == nil:
+	if e.name == nil {
 		// @NotNull without a message: Hibernate Validator 6's default text.
 		violation("must not be null", "name")
-	default:
+	} else {
 		if n := utf8.RuneCountInString(*e.name); n < 1 || n > affinityGroupNameMax {
 			violation("AFFINITY_GROUP_NAME_TOO_LONG", "name")
 		}
@@ -623,7 +622,7 @@ func hAddGroupVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
-	echo := vmRef(esc(id))
+	echo := vmRef(id) // the writer escapes attributes itself
 	if n, ok := body.Name(); ok {
 		echo.SetName(esc(n))
 	}
