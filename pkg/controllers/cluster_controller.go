@@ -167,8 +167,8 @@ func (r *OVirtClusterReconciler) machineToCluster(ctx context.Context, o client.
 }
 
 // placementChanged passes the OVirtMachine events that change what the cluster keeps for its
-// machines: a machine created or deleted, or a change of its labels, provider, template,
-// oVirt cluster, failure domain or anti-affinity. Status updates of the lifecycle do not
+// machines: a machine created or deleted, its VM created, or a change of its labels, provider,
+// template, oVirt cluster, failure domain or anti-affinity. Status updates of the lifecycle do not
 // reconcile the OVirtCluster.
 func placementChanged() predicate.Funcs {
 	key := func(o client.Object) string {
@@ -177,9 +177,10 @@ func placementChanged() predicate.Funcs {
 			return ""
 		}
 		l := om.Labels
-		return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%s|%s|%s", l[clusterv1.ClusterNameLabel], l[clusterv1.MachineControlPlaneLabel],
+		_, cp := l[clusterv1.MachineControlPlaneLabel]
+		return fmt.Sprintf("%s|%t|%s|%s|%s|%s|%s|%s|%s|%t", l[clusterv1.ClusterNameLabel], cp,
 			l[clusterv1.MachineDeploymentNameLabel], l[clusterv1.MachineSetNameLabel], om.Spec.Provider, om.Spec.Template,
-			om.Spec.OVirtCluster, machineFailureDomain(om), om.Spec.AntiAffinity)
+			om.Spec.OVirtCluster, machineFailureDomain(om), om.Spec.AntiAffinity, om.Status.VMID != "")
 	}
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool { return key(e.ObjectOld) != key(e.ObjectNew) },

@@ -65,6 +65,11 @@ func desiredPlacement(oc *infrav1.OVirtCluster, machines []infrav1.OVirtMachine)
 		if om.Spec.Template != "" && !slices.Contains(st.templates, om.Spec.Template) {
 			st.templates = append(st.templates, om.Spec.Template)
 		}
+		if om.Status.VMID == "" {
+			// Its oVirt cluster is final once the VM exists (the failure domain is resolved at
+			// creation); the VM joins its group only before its first start, after that.
+			continue
+		}
 		role, policy := affinityRole(om, oc)
 		if role == "" {
 			continue

@@ -25,6 +25,7 @@ func placementCluster3() *infrav1.OVirtCluster {
 func placementMachine(labels map[string]string, mutate func(*infrav1.OVirtMachine)) *infrav1.OVirtMachine {
 	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "m", Labels: labels}}
 	om.Spec.Provider, om.Spec.OVirtCluster, om.Spec.Template = "engine", "Default", "rhcos"
+	om.Status.VMID = "vm-" + om.Name
 	if mutate != nil {
 		mutate(om)
 	}
@@ -69,6 +70,11 @@ func TestTheGroupsOfTheMachinesAreOnePerRoleAndOVirtCluster(t *testing.T) {
 		*placementMachine(map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0"}, func(om *infrav1.OVirtMachine) {
 			om.Spec.AntiAffinity = infrav1.AntiAffinitySoft
 			om.Spec.Template = "ubuntu"
+		}),
+		// Not created yet: its failure domain (and so its oVirt cluster) is not resolved.
+		*placementMachine(cpLabels, func(om *infrav1.OVirtMachine) {
+			om.Spec.OVirtCluster = "NotYet"
+			om.Status.VMID = ""
 		}),
 	}
 	st := desiredPlacement(oc, machines)
