@@ -313,20 +313,31 @@ func (inv *inventory) editGroup(g *affinityGroup, e *groupEntity) *apiError {
 	return nil
 }
 
-// addGroupVM is AddVmToAffinityGroupCommand. Unlike a group's add or edit
-// it does not check the VM's cluster (the command overrides validate()).
-func (inv *inventory) addGroupVM(groupID, vmID string) *apiError {
-	const action = "VAR__ACTION__UPDATE"
+// groupVMAction is the action of the member commands' faults.
+const groupVMAction = "VAR__ACTION__UPDATE"
+
+// groupAndVM is the validation the member commands share: the group, then the VM.
+func (inv *inventory) groupAndVM(groupID, vmID string) (*affinityGroup, *vm, *apiError) {
 	g := inv.groupByID(groupID)
 	if g == nil {
-		return groupFault(action, "ACTION_TYPE_FAILED_INVALID_AFFINITY_GROUP_ID")
+		return nil, nil, groupFault(groupVMAction, "ACTION_TYPE_FAILED_INVALID_AFFINITY_GROUP_ID")
 	}
 	v := inv.vms[vmID]
 	if v == nil {
-		return groupFault(action, "ACTION_TYPE_FAILED_VM_NOT_EXIST")
+		return nil, nil, groupFault(groupVMAction, "ACTION_TYPE_FAILED_VM_NOT_EXIST")
+	}
+	return g, v, nil
+}
+
+// addGroupVM is AddVmToAffinityGroupCommand. Unlike a group's add or edit
+// it does not check the VM's cluster (the command overrides validate()).
+func (inv *inventory) addGroupVM(groupID, vmID string) *apiError {
+	g, v, aerr := inv.groupAndVM(groupID, vmID)
+	if aerr != nil {
+		return aerr
 	}
 	if slices.Contains(g.vms, v) {
-		return groupFault(action, "ACTION_TYPE_FAILED_DUPLICATE_ENTITY_IN_AFFINITY_GROUP", "$entity VM")
+		return groupFault(groupVMAction, "ACTION_TYPE_FAILED_DUPLICATE_ENTITY_IN_AFFINITY_GROUP", "$entity VM")
 	}
 	g.vms = append(g.vms, v)
 	return nil
@@ -334,17 +345,12 @@ func (inv *inventory) addGroupVM(groupID, vmID string) *apiError {
 
 // removeGroupVM is RemoveVmFromAffinityGroupCommand.
 func (inv *inventory) removeGroupVM(groupID, vmID string) *apiError {
-	const action = "VAR__ACTION__UPDATE"
-	g := inv.groupByID(groupID)
-	if g == nil {
-		return groupFault(action, "ACTION_TYPE_FAILED_INVALID_AFFINITY_GROUP_ID")
-	}
-	v := inv.vms[vmID]
-	if v == nil {
-		return groupFault(action, "ACTION_TYPE_FAILED_VM_NOT_EXIST")
+	g, v, aerr := inv.groupAndVM(groupID, vmID)
+	if aerr != nil {
+		return aerr
 	}
 	if !slices.Contains(g.vms, v) {
-		return groupFault(action, "ACTION_TYPE_FAILED_INVALID_ENTITY_FOR_AFFINITY_GROUP", "$entity VM")
+		return groupFault(groupVMAction, "ACTION_TYPE_FAILED_INVALID_ENTITY_FOR_AFFINITY_GROUP", "$entity VM")
 	}
 	g.vms = slices.DeleteFunc(g.vms, func(e *vm) bool { return e == v })
 	return nil
