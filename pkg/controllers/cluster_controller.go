@@ -159,11 +159,7 @@ func (r *OVirtClusterReconciler) machineToCluster(ctx context.Context, o client.
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the OVirtClusters of a machine", "OVirtMachine", klog.KObj(o))
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
+	return requestsFor(list.Items, nil)
 }
 
 // placementChanged passes the OVirtMachine events that change what the cluster keeps for its

@@ -196,11 +196,7 @@ func (r *OVirtMachineReconciler) nodeToMachines(ctx context.Context, o client.Ob
 	if err := r.Client.List(ctx, list, client.MatchingFields{vmIDIndex: id}); err != nil {
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
+	return requestsFor(list.Items, nil)
 }
 
 // providerBecameUsable passes OVirtProvider creations and updates that make it ready, so that
@@ -226,11 +222,7 @@ func (r *OVirtMachineReconciler) providerToMachines(ctx context.Context, o clien
 		ctrl.LoggerFrom(ctx).Error(err, "Listing OVirtMachines of an OVirtProvider", "OVirtProvider", klog.KObj(o))
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
+	return requestsFor(list.Items, nil)
 }
 
 // machineScope is what one reconcile of an OVirtMachine works on.

@@ -214,13 +214,7 @@ func (r *OVirtMachineReconciler) clusterToPlacementMachines(ctx context.Context,
 	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		if list.Items[i].Status.VMID == "" || !provisioned(&list.Items[i]) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
+	return requestsFor(list.Items, func(om *infrav1.OVirtMachine) bool { return om.Status.VMID == "" || !provisioned(om) })
 }
 
 // groupsOrDomainsChanged passes OVirtCluster updates of status.affinityGroups or

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
@@ -167,4 +169,19 @@ func labelValue(s string) string {
 	return strings.TrimFunc(v, func(r rune) bool {
 		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
 	})
+}
+
+// requestsFor returns a reconcile request for each object that keep passes (nil: all).
+func requestsFor[T any, PT interface {
+	*T
+	client.Object
+}](items []T, keep func(PT) bool) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(items))
+	for i := range items {
+		o := PT(&items[i])
+		if keep == nil || keep(o) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return out
 }
