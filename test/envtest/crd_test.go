@@ -68,9 +68,9 @@ func TestPrinterColumns(t *testing.T) {
 		{"kubectl get capovp", "ovirtproviders", false,
 			[]string{"NAME", "READY", "ENGINE", "VERSION", "REASON", "AGE"}, nil},
 		{"kubectl get capovc", "ovirtclusters", true,
-			[]string{"NAME", "CONTROLPLANE ENDPOINT", "READY", "CLUSTER", "AGE"}, nil},
+			[]string{"NAME", "CONTROLPLANE ENDPOINT", "READY", "CLUSTER", "AGE"}, []string{"FAILURE DOMAINS", "ANTI-AFFINITY"}},
 		{"kubectl get capovm", "ovirtmachines", true,
-			[]string{"NAME", "READY", "CLUSTER", "OVIRT STATE", "AGE"}, []string{"VM ID", "VM NAME", "PROVIDERID", "NODE"}},
+			[]string{"NAME", "READY", "CLUSTER", "OVIRT STATE", "AGE"}, []string{"VM ID", "VM NAME", "PROVIDERID", "NODE", "HOST", "FAILURE DOMAIN"}},
 		{"kubectl get capovmt", "ovirtmachinetemplates", true,
 			[]string{"NAME", "TEMPLATE", "PROVIDER", "AGE"}, nil},
 	}
@@ -110,6 +110,7 @@ func TestMachineColumnsShowTheirFields(t *testing.T) {
 	m.Status = infrav1.OVirtMachineStatus{
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}},
 		VMID:       "0f6d3c1e", VMName: "columns-vm", VMState: "up", NodeName: "node-columns",
+		Host: "host-7", FailureDomain: "rack-b",
 	}
 	g.Expect(env.Client.Status().Update(ctx, m)).To(Succeed())
 
@@ -129,6 +130,8 @@ func TestMachineColumnsShowTheirFields(t *testing.T) {
 	g.Expect(cells).To(HaveKeyWithValue("VM NAME", "columns-vm"))
 	g.Expect(cells).To(HaveKeyWithValue("PROVIDERID", "ovirt://0f6d3c1e"))
 	g.Expect(cells).To(HaveKeyWithValue("NODE", "node-columns"))
+	g.Expect(cells).To(HaveKeyWithValue("HOST", "host-7"))
+	g.Expect(cells).To(HaveKeyWithValue("FAILURE DOMAIN", "rack-b"))
 }
 
 // getTable GETs a path as a meta.k8s.io/v1 Table, the way kubectl get asks for it.
