@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -75,6 +76,36 @@ func (tc *testCluster) newControlPlaneMachine(t *testing.T, ovirtCluster, failur
 	return m, om
 }
 
+// newPlacementCluster is newTestCluster whose machines and OVirtCluster are deleted when the
+// test ends (and waited for): machines left polling would spend the manager's oVirt call budget,
+// which every other test of the suite shares, and the deletion of the OVirtCluster deletes its
+// affinity groups.
+func newPlacementCluster(t *testing.T) *testCluster {
+	t.Helper()
+	tc := newTestCluster(t, mainFilter)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		g := NewWithT(t)
+		oms := &infrav1.OVirtMachineList{}
+		g.Expect(k8s.List(ctx, oms, client.InNamespace(tc.ns))).To(Succeed())
+		for i := range oms.Items {
+			g.Expect(client.IgnoreNotFound(k8s.Delete(ctx, &oms.Items[i]))).To(Succeed())
+		}
+		g.Eventually(func(g Gomega) {
+			left := &infrav1.OVirtMachineList{}
+			g.Expect(k8s.List(ctx, left, client.InNamespace(tc.ns))).To(Succeed())
+			g.Expect(left.Items).To(BeEmpty())
+		}, timeout, interval).Should(Succeed())
+		oc := &infrav1.OVirtCluster{}
+		oc.Namespace, oc.Name = tc.ns, tc.cluster.Name
+		g.Expect(client.IgnoreNotFound(k8s.Delete(ctx, oc))).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(oc), &infrav1.OVirtCluster{}))
+		}, timeout, interval).Should(BeTrue())
+	})
+	return tc
+}
+
 // updateOVirtCluster changes the test cluster's OVirtCluster.
 func (tc *testCluster) updateOVirtCluster(t *testing.T, mutate func(*infrav1.OVirtCluster)) {
 	t.Helper()
@@ -124,7 +155,7 @@ func controlPlaneGroupName(tc *testCluster, ovirtCluster string) string {
 
 func TestThreeControlPlaneMachinesLandOnThreeHosts(t *testing.T) {
 	g := NewWithT(t)
-	tc := newTestCluster(t, mainFilter)
+	tc := newPlacementCluster(t)
 	var oms []*infrav1.OVirtMachine
 	var machines []*clusterv1.Machine
 	for range 3 {
@@ -183,7 +214,7 @@ func TestThreeControlPlaneMachinesLandOnThreeHosts(t *testing.T) {
 
 func TestSoftAntiAffinityStartsAThirdVMOnTwoHosts(t *testing.T) {
 	g := NewWithT(t)
-	tc := newTestCluster(t, mainFilter)
+	tc := newPlacementCluster(t)
 	hosts := map[string]int{}
 	for range 3 {
 		_, om := tc.newControlPlaneMachine(t, softPairCluster, "")
@@ -195,7 +226,7 @@ func TestSoftAntiAffinityStartsAThirdVMOnTwoHosts(t *testing.T) {
 
 func TestHardAntiAffinityRefusesTheThirdVMUntilAHostComesUp(t *testing.T) {
 	g := NewWithT(t)
-	tc := newTestCluster(t, mainFilter)
+	tc := newPlacementCluster(t)
 	tc.updateOVirtCluster(t, func(oc *infrav1.OVirtCluster) { oc.Spec.ControlPlaneAntiAffinity = infrav1.AntiAffinityHard })
 	g.Eventually(func(g Gomega) {
 		g.Expect(tc.getOVirtCluster(g).Spec.ControlPlaneAntiAffinity).To(Equal(infrav1.AntiAffinityHard))
@@ -228,7 +259,7 @@ func TestHardAntiAffinityRefusesTheThirdVMUntilAHostComesUp(t *testing.T) {
 
 func TestFailureDomainsPlaceVMsInTheirOVirtCluster(t *testing.T) {
 	g := NewWithT(t)
-	tc := newTestCluster(t, mainFilter)
+	tc := newPlacementCluster(t)
 	tc.updateOVirtCluster(t, func(oc *infrav1.OVirtCluster) {
 		oc.Spec.Provider = mainProvider
 		oc.Spec.ControlPlaneAntiAffinity = infrav1.AntiAffinityNone
@@ -283,7 +314,7 @@ func TestFailureDomainsPlaceVMsInTheirOVirtCluster(t *testing.T) {
 
 func TestAWorkerPoolWithAntiAffinityGetsAGroupThatGoesWithIt(t *testing.T) {
 	g := NewWithT(t)
-	tc := newTestCluster(t, mainFilter)
+	tc := newPlacementCluster(t)
 	spec := vmSpec()
 	spec.OVirtCluster = spreadCluster
 	spec.Memory = &infrav1.Memory{SizeMB: 4096}
@@ -315,7 +346,7 @@ func TestAWorkerPoolWithAntiAffinityGetsAGroupThatGoesWithIt(t *testing.T) {
 
 func TestAnAffinityGroupNamedInTheSpecIsJoinedAndAMissingOneReported(t *testing.T) {
 	g := NewWithT(t)
-	tc := newTestCluster(t, mainFilter)
+	tc := newPlacementCluster(t)
 	addAdminGroup(t, spreadCluster, tc.ns+"-admins")
 	spec := vmSpec()
 	spec.OVirtCluster = spreadCluster
