@@ -30,6 +30,13 @@ func runPausedMidDelete(ctx context.Context, r *Run) error {
 	w := r.W
 	r.Start = time.Now()
 	r.Driver.Run(ctx, w.Cfg.Duration)
+	if plain, replicas := r.Driver.Wanted(); len(plain)+int(replicas) == 0 {
+		// The seeded steps may end with no machine wanted (how many steps fit in the duration
+		// depends on the machine's speed): the scenario needs one to delete.
+		if err := r.Driver.CreatePlain(ctx); err != nil {
+			return fmt.Errorf("creating a machine to delete: %w", err)
+		}
+	}
 	if _, err := waitReady(ctx, r, 1, w.Cfg.Bound); err != nil {
 		return fmt.Errorf("no Ready machine to delete: %w", err)
 	}
