@@ -52,6 +52,12 @@ func placementClusters() []ovirtsim.Cluster {
 // its machines) with bootstrap data and its OVirtMachine in the given oVirt cluster.
 func (tc *testCluster) newControlPlaneMachine(t *testing.T, ovirtCluster, failureDomain string) (*clusterv1.Machine, *infrav1.OVirtMachine) {
 	t.Helper()
+	return tc.newControlPlaneMachineWith(t, ovirtCluster, failureDomain, nil)
+}
+
+// newControlPlaneMachineWith is newControlPlaneMachine with a change of the VM spec.
+func (tc *testCluster) newControlPlaneMachineWith(t *testing.T, ovirtCluster, failureDomain string, mutate func(*infrav1.OVirtVMSpec)) (*clusterv1.Machine, *infrav1.OVirtMachine) {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	name := tc.ns + "-cp-" + strings.ToLower(rand.String(4))
@@ -67,6 +73,9 @@ func (tc *testCluster) newControlPlaneMachine(t *testing.T, ovirtCluster, failur
 	spec := vmSpec()
 	spec.OVirtCluster = ovirtCluster
 	spec.Memory = &infrav1.Memory{SizeMB: 4096}
+	if mutate != nil {
+		mutate(&spec)
+	}
 	om := harness.OVirtMachine(m, spec)
 	om.Labels[clusterv1.MachineControlPlaneLabel] = ""
 	for k, v := range filterLabels(tc.filter) {
@@ -267,11 +276,12 @@ func TestFailureDomainsPlaceVMsInTheirOVirtCluster(t *testing.T) {
 			{Name: "zone-a", OVirtCluster: zoneACluster},
 			{Name: "zone-b", OVirtCluster: zoneBCluster, StorageDomainName: "data"},
 			{Name: "workers-only", OVirtCluster: zoneBCluster, ControlPlane: ptr.To(false)},
+			{Name: "zone-fast", OVirtCluster: zoneACluster, StorageDomainName: "fast"},
 		}
 	})
 	g.Eventually(func(g Gomega) {
 		oc := tc.getOVirtCluster(g)
-		g.Expect(oc.Status.FailureDomains).To(HaveLen(3))
+		g.Expect(oc.Status.FailureDomains).To(HaveLen(4))
 		g.Expect(oc.Status.FailureDomains[0]).To(Equal(clusterv1.FailureDomain{Name: "zone-a", ControlPlane: ptr.To(true),
 			Attributes: map[string]string{"ovirtcluster": zoneACluster}}))
 		g.Expect(oc.Status.FailureDomains[2].ControlPlane).To(HaveValue(BeFalse()))
@@ -294,8 +304,23 @@ func TestFailureDomainsPlaceVMsInTheirOVirtCluster(t *testing.T) {
 	eventuallyCondition(t, bad, condition{Type: infrav1.MachineCreatedCondition, Status: "False",
 		Reason: infrav1.FailureDomainNotFoundReason, Message: `failure domain "zone-x"`})
 	got = eventuallyCondition(t, bad, condition{Type: infrav1.MachineCreatedCondition, Status: "False",
-		Reason: infrav1.FailureDomainNotFoundReason, Message: "zone-a, zone-b, workers-only"})
+		Reason: infrav1.FailureDomainNotFoundReason, Message: "zone-a, zone-b, workers-only, zone-fast"})
 	g.Expect(got.Status.VMID).To(BeEmpty())
+
+	// The domain's storage domain replaces the machine's, with the clone rule: the template's
+	// disks are only on "data", so thin disks cannot go to "fast"; cloned ones do.
+	_, thin := tc.newControlPlaneMachineWith(t, "Default", "zone-fast", func(s *infrav1.OVirtVMSpec) { s.DiskClone = ptr.To(false) })
+	eventuallyCondition(t, thin, condition{Type: infrav1.MachineCreatedCondition, Status: "False",
+		Reason: infrav1.StorageDomainRequiresCloneReason, Message: `storage domain "fast"`})
+	_, cloned := tc.newControlPlaneMachineWith(t, "Default", "zone-fast", func(s *infrav1.OVirtVMSpec) { s.DiskClone = ptr.To(true) })
+	got = eventuallyCondition(t, cloned, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	vm, ok = sim.VM(got.Status.VMID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vm.Cluster).To(Equal(zoneACluster))
+	g.Expect(vm.Disks).NotTo(BeEmpty())
+	for _, d := range vm.Disks {
+		g.Expect(d.StorageDomain).To(Equal("fast"), "the failure domain's storage domain")
+	}
 
 	// A domain in another data center is reported by the OVirtCluster, naming the domain.
 	tc.updateOVirtCluster(t, func(oc *infrav1.OVirtCluster) {
