@@ -24,6 +24,9 @@ import (
 //     and status.affinityGroups; the VM spec's antiAffinity and affinityGroups (OVirtMachine
 //     and OVirtMachineTemplate); OVirtMachine spec.failureDomain, status.failureDomain,
 //     status.host and status.affinityGroups;
+//   - the addressing fields (v1beta2 only: dropped here, kept by the webhook): a NIC's
+//     addressesFromPools, gateway, nameservers, searchDomains, deviceName, dhcp4 and dhcp6, and OVirtCluster
+//     spec.controlPlaneEndpointFromPool;
 //   - the Cluster API types of v1beta1 (local copies) <-> Cluster API's v1beta2 types.
 //
 // What v1beta1 cannot express (provisioned *false, providerID "", the v1beta2-only fields) is
@@ -285,4 +288,11 @@ func Convert_v1_Condition_To_v1beta1_Condition(in *metav1.Condition, out *Condit
 func Convert_v1_ObjectMeta_To_v1beta1_ObjectMeta(in *metav1.ObjectMeta, out *ObjectMeta, _ apimachineryconversion.Scope) error {
 	out.Labels, out.Annotations = in.Labels, in.Annotations
 	return nil
+}
+
+// Convert_v1beta2_NIC_To_v1beta1_NIC converts a NIC. Its addressing (addressesFromPools,
+// gateway, nameservers, searchDomains, dhcp4, dhcp6) has no v1beta1 field and is dropped (the
+// conversion webhook keeps it in the conversion-data annotation).
+func Convert_v1beta2_NIC_To_v1beta1_NIC(in *v1beta2.NIC, out *NIC, s apimachineryconversion.Scope) error {
+	return autoConvert_v1beta2_NIC_To_v1beta1_NIC(in, out, s)
 }

@@ -23,6 +23,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&OVirtCluster{}, &OVirtClusterList{},
 		&OVirtMachine{}, &OVirtMachineList{},
 		&OVirtMachineTemplate{}, &OVirtMachineTemplateList{},
+		&OVirtClusterTemplate{}, &OVirtClusterTemplateList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

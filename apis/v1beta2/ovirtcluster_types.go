@@ -16,6 +16,14 @@ type OVirtClusterSpec struct {
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
+	// controlPlaneEndpointFromPool is the IPAM pool the manager claims the control-plane
+	// endpoint's address from when controlPlaneEndpoint.host is empty (a kube-vip VIP, for
+	// example). The IPAddressClaim is owned by the OVirtCluster and released with it; the port is
+	// controlPlaneEndpoint.port, or 6443. The address is also written to the Secret
+	// <cluster>-control-plane-endpoint (key "address"), for bootstrap files to read.
+	// +optional
+	ControlPlaneEndpointFromPool *IPPoolReference `json:"controlPlaneEndpointFromPool,omitempty"`
+
 	// provider is the OVirtProvider the manager uses for what belongs to the cluster rather than
 	// to one machine: checking the failure domains and keeping the affinity groups. Empty: the
 	// provider of the cluster's machines (the checks of the failure domains then wait for the

@@ -81,6 +81,64 @@ type NIC struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	VnicProfile string `json:"vnicprofile"`
+
+	// addressesFromPools are the IPAM pools the NIC gets its static addresses from: the manager
+	// creates one IPAddressClaim per pool (owned by the OVirtMachine, released with it), waits
+	// for the addresses, and gives them to the VM at its first boot (through oVirt's
+	// initialization for a cloud-init template, as NetworkManager keyfiles in the Ignition config
+	// for an rhcos_x64 template). A cloud-init template takes at most one IPv4 and one IPv6
+	// address per NIC. Empty: the NIC's addresses come from DHCP (or dhcp4/dhcp6).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	AddressesFromPools []IPPoolReference `json:"addressesFromPools,omitempty"`
+
+	// gateway is the default gateway of the NIC. It replaces the gateway of the pool's address of
+	// the same IP family. Empty: the pool's gateway, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	Gateway string `json:"gateway,omitempty"`
+
+	// nameservers are the DNS servers (IP addresses) of the VM, given with the static
+	// configuration.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=45
+	Nameservers []string `json:"nameservers,omitempty"`
+
+	// searchDomains are the DNS search domains of the VM, given with the static configuration.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:items:MaxLength=253
+	SearchDomains []string `json:"searchDomains,omitempty"`
+
+	// deviceName is the name of the interface in the guest that the configuration is for, on a
+	// cloud-init template: oVirt names the interface, not its MAC address, in the network data
+	// it gives cloud-init. Empty: eth0 for the first NIC, eth1 for the second, and so on. Ignition
+	// templates match the interface by its MAC address and use the name only for the
+	// NetworkManager connection.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`
+	DeviceName string `json:"deviceName,omitempty"`
+
+	// dhcp4 turns DHCP for IPv4 on or off on this NIC. Empty: on when the NIC has no IPv4
+	// address from a pool.
+	// +optional
+	DHCP4 *bool `json:"dhcp4,omitempty"`
+
+	// dhcp6 turns DHCP for IPv6 on or off on this NIC. Empty: off.
+	// +optional
+	DHCP6 *bool `json:"dhcp6,omitempty"`
+}
+
+// HasNetworkConfig reports whether the NIC asks for an explicit network configuration (static
+// addresses, DNS, or a DHCP switch) instead of the template's.
+func (n NIC) HasNetworkConfig() bool {
+	return len(n.AddressesFromPools) > 0 || n.Gateway != "" || len(n.Nameservers) > 0 ||
+		len(n.SearchDomains) > 0 || n.DHCP4 != nil || n.DHCP6 != nil || n.DeviceName != ""
 }
 
 // OVirtVMSpec describes the VM of an OVirtMachine. OVirtMachineTemplate spec.template.spec uses

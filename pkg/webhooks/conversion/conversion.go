@@ -82,10 +82,23 @@ func ConvertOVirtMachineSpokeToHub(_ context.Context, src *infrav1beta1.OVirtMac
 }
 
 // restoreVMSpec copies the fields of the VM spec that v1beta1 has no place for (antiAffinity,
-// affinityGroups) from the hub object of the conversion-data annotation into dst.
+// affinityGroups, the NICs' addressing) from the hub object of the conversion-data annotation into dst.
 func restoreVMSpec(dst, restored *infrav1.OVirtVMSpec) {
 	dst.AntiAffinity = restored.AntiAffinity
 	dst.AffinityGroups = restored.AffinityGroups
+	// The NICs' addressing, when the v1beta1 object still has the same NICs (a v1beta1 client
+	// that changed the NICs meant the ones it wrote).
+	if len(dst.NICs) != len(restored.NICs) {
+		return
+	}
+	for i := range dst.NICs {
+		if dst.NICs[i].VnicProfile != restored.NICs[i].VnicProfile {
+			return
+		}
+	}
+	for i := range dst.NICs {
+		dst.NICs[i] = restored.NICs[i]
+	}
 }
 
 // ConvertOVirtMachineHubToSpoke converts a v1beta2 OVirtMachine to v1beta1.
@@ -114,6 +127,7 @@ func ConvertOVirtClusterSpokeToHub(_ context.Context, src *infrav1beta1.OVirtClu
 		dst.Spec.Provider = restored.Spec.Provider
 		dst.Spec.FailureDomains = restored.Spec.FailureDomains
 		dst.Spec.ControlPlaneAntiAffinity = restored.Spec.ControlPlaneAntiAffinity
+		dst.Spec.ControlPlaneEndpointFromPool = restored.Spec.ControlPlaneEndpointFromPool
 		dst.Status.FailureDomains = restored.Status.FailureDomains
 		dst.Status.AffinityGroups = restored.Status.AffinityGroups
 	}

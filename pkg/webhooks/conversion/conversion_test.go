@@ -304,13 +304,21 @@ func keys(m map[string]string) []string {
 	return out
 }
 
-// placedHub returns hub objects of the three contract kinds with every placement field set
-// (v1beta2 only: failure domains, anti-affinity, affinity groups, the host).
+// placedHub returns hub objects of the three contract kinds with every placement and addressing
+// field set (v1beta2 only: failure domains, anti-affinity, affinity groups, the host, the NICs'
+// IPAM pools and network settings, the endpoint's pool).
 func placedHub() (*infrav1.OVirtCluster, *infrav1.OVirtMachine, *infrav1.OVirtMachineTemplate) {
 	meta := metav1.ObjectMeta{Name: "n", Namespace: "ns", Annotations: map[string]string{"team": "infra"}}
 	vm := infrav1.OVirtVMSpec{
 		Provider: "ovirt-prod", OVirtCluster: "Default", Template: "rhcos-4.14",
 		AntiAffinity: infrav1.AntiAffinityHard, AffinityGroups: []string{"db-spread", "rack-a"},
+		// Addressing (v1beta2 only) on the first NIC; the second keeps DHCP.
+		NICs: []infrav1.NIC{{
+			VnicProfile:        "ovirtmgmt",
+			AddressesFromPools: []infrav1.IPPoolReference{{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "nodes"}},
+			Gateway:            "10.0.0.1", Nameservers: []string{"10.0.0.53"}, SearchDomains: []string{"example.org"},
+			DeviceName: "ens3", DHCP4: ptr(false), DHCP6: ptr(true),
+		}, {VnicProfile: "storage"}},
 	}
 	c := &infrav1.OVirtCluster{
 		ObjectMeta: meta,
@@ -321,7 +329,8 @@ func placedHub() (*infrav1.OVirtCluster, *infrav1.OVirtMachine, *infrav1.OVirtMa
 				{Name: "fd-1", OVirtCluster: "Cluster-1", StorageDomainName: "fast-1"},
 				{Name: "fd-2", OVirtCluster: "Cluster-2", ControlPlane: ptr(false)},
 			},
-			ControlPlaneAntiAffinity: infrav1.AntiAffinityNone,
+			ControlPlaneAntiAffinity:     infrav1.AntiAffinityNone,
+			ControlPlaneEndpointFromPool: &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "GlobalInClusterIPPool", Name: "vips"},
 		},
 		Status: infrav1.OVirtClusterStatus{
 			FailureDomains: []clusterv1.FailureDomain{{Name: "fd-1", ControlPlane: ptr(true)}, {Name: "fd-2", ControlPlane: ptr(false)}},
