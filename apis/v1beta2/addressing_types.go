@@ -41,11 +41,6 @@ const (
 	IPAddressClaimEndpointLabel = "infrastructure.cluster.x-k8s.io/ovirt-endpoint"
 )
 
-// IPAddressClaimFinalizer keeps an IPAddressClaim of a machine until the manager has confirmed
-// that its VM is gone from oVirt: the address is not given to another machine while a VM may
-// still use it.
-const IPAddressClaimFinalizer = "ipam.infrastructure.cluster.x-k8s.io/ovirt-vm-protection"
-
 // Reasons about addressing.
 const (
 	// WaitingForIPAddressReason (MachineCreated on OVirtMachine, ClusterReady on OVirtCluster):

@@ -19,8 +19,9 @@ type OVirtClusterSpec struct {
 	// controlPlaneEndpointFromPool is the IPAM pool the manager claims the control-plane
 	// endpoint's address from when controlPlaneEndpoint.host is empty (a kube-vip VIP, for
 	// example). The IPAddressClaim is owned by the OVirtCluster and released with it; the port is
-	// controlPlaneEndpoint.port, or 6443. The address is also written to the Secret
-	// <cluster>-control-plane-endpoint (key "address"), for bootstrap files to read.
+	// controlPlaneEndpoint.port, or 6443. Cluster API copies the endpoint into the Cluster, and
+	// the kubeadm bootstrap provider into the kubeadm configuration of every control-plane
+	// machine, where a kube-vip static pod reads it (the kube-vip flavor).
 	// +optional
 	ControlPlaneEndpointFromPool *IPPoolReference `json:"controlPlaneEndpointFromPool,omitempty"`
 

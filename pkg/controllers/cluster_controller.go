@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/cluster-api/util/finalizers"
@@ -64,6 +65,7 @@ type OVirtClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=ovirtmachines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;delete
 
 // SetupWithManager registers the reconciler; Cluster pause transitions reconcile the
 // OVirtCluster again.
@@ -78,6 +80,8 @@ func (r *OVirtClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
 		Watches(&infrav1.OVirtMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
 			builder.WithPredicates(placementChanged())).
+		// The IPAM provider allocating the endpoint's address wakes the cluster up.
+		Owns(&ipamv1.IPAddressClaim{}).
 		Named("ovirtcluster").
 		Complete(r)
 }
@@ -131,19 +135,31 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, err
 			}
 		}
+		if _, moving := oc.Annotations[deleteForMoveAnnotation]; !moving && oc.Spec.ControlPlaneEndpointFromPool != nil {
+			if err := r.releaseEndpoint(ctx, oc); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		r.checks.forget(req.String())
 		controllerutil.RemoveFinalizer(oc, infrav1.ClusterFinalizer)
 		return ctrl.Result{}, nil
+	}
+	clusterName := oc.Labels[clusterv1.ClusterNameLabel]
+	if cluster != nil {
+		clusterName = cluster.Name
+	}
+	if oc.Spec.ControlPlaneEndpoint.Host == "" && oc.Spec.ControlPlaneEndpointFromPool != nil {
+		// Not provisioned without its endpoint: Cluster API would copy an empty one.
+		if claimed, err := r.claimEndpoint(ctx, oc, clusterName); err != nil || !claimed {
+			// The IPAddressClaim watch reconciles again once the address is allocated.
+			return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, err
+		}
 	}
 	oc.Status.Initialization.Provisioned = ptr.To(true)
 	v1beta1conditions.MarkTrue(oc, infrav1.ClusterReadyCondition)
 	if r.Connector == nil {
 		oc.Status.FailureDomains = publishedFailureDomains(oc)
 		return ctrl.Result{}, nil
-	}
-	clusterName := oc.Labels[clusterv1.ClusterNameLabel]
-	if cluster != nil {
-		clusterName = cluster.Name
 	}
 	return r.reconcilePlacement(ctx, oc, clusterName)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -129,6 +130,8 @@ type OVirtMachineReconciler struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler and its watches: Machines (bootstrap data,
 // deletion), Clusters (pause, infrastructure provisioned), OVirtProviders (a provider that is
@@ -166,7 +169,9 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&infrav1.OVirtProvider{}, handler.EnqueueRequestsFromMapFunc(r.providerToMachines),
 			builder.WithPredicates(providerBecameUsable())).
 		Watches(&infrav1.OVirtCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPlacementMachines),
-			builder.WithPredicates(groupsOrDomainsChanged()))
+			builder.WithPredicates(groupsOrDomainsChanged())).
+		// An IPAM provider allocating an address (status.addressRef) wakes the machine up.
+		Owns(&ipamv1.IPAddressClaim{})
 	if r.ClusterCache != nil {
 		b = b.WatchesRawSource(r.ClusterCache.GetClusterSource("ovirtmachine", clusterToMachines))
 	}
@@ -238,6 +243,8 @@ type machineScope struct {
 	vm    *ovirt.VM
 	// vmRead is set when vm was just read from oVirt (it then counts as an observation).
 	vmRead bool
+	// allocated are the addresses the IPAM pools allocated to each NIC (reconcileIPAddresses).
+	allocated [][]allocatedAddress
 }
 
 // Reconcile runs the preamble of every CAPI reconciler (object, owner Machine, Cluster, pause,

@@ -46,7 +46,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 			return ctrl.Result{}, err
 		}
 		if neverReachedOVirt(om) {
-			return r.finishDeleteWithoutOVirt(s, fmt.Sprintf("OVirtProvider %q does not exist", om.Spec.Provider))
+			return r.finishDeleteWithoutOVirt(ctx, s, fmt.Sprintf("OVirtProvider %q does not exist", om.Spec.Provider))
 		}
 		deleted(infrav1.ProviderNotFoundReason, clusterv1.ConditionSeverityWarning,
 			"cannot delete VM %s: OVirtProvider %q does not exist; recreate it so that the VM can be removed", id, om.Spec.Provider)
@@ -62,7 +62,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 	if err != nil {
 		problem := Classify(err)
 		if neverReachedOVirt(om) {
-			return r.finishDeleteWithoutOVirt(s, fmt.Sprintf("OVirtProvider %s cannot be used (%s)", p.Name, problem.Reason))
+			return r.finishDeleteWithoutOVirt(ctx, s, fmt.Sprintf("OVirtProvider %s cannot be used (%s)", p.Name, problem.Reason))
 		}
 		deleted(problem.Reason, clusterv1.ConditionSeverityWarning, "cannot delete VM %s: OVirtProvider %s: %s", id, p.Name, problem.Message)
 		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil
@@ -83,7 +83,7 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 			}
 		}
 		if id == "" {
-			return r.finishDelete(s)
+			return r.finishDelete(ctx, s)
 		}
 	}
 	vm, err := cl.GetVM(ctx, id)
@@ -264,7 +264,7 @@ func (r *OVirtMachineReconciler) vmNotFoundOnDelete(ctx context.Context, s *mach
 	if other, err := r.otherEngine(ctx, s, infrav1.MachineDeletedCondition, vmID); err != nil || other {
 		return r.retryLater(), err
 	}
-	return r.finishDelete(s)
+	return r.finishDelete(ctx, s)
 }
 
 // systemDisksUnknown returns why the VM cannot be removed safely when its system disks were
@@ -290,14 +290,18 @@ func systemDisksUnknown(om *infrav1.OVirtMachine, vm *ovirt.VM) string {
 
 // finishDeleteWithoutOVirt drops the finalizer of a machine that never reached oVirt, so that a
 // cluster whose provider was never usable can still be deleted.
-func (r *OVirtMachineReconciler) finishDeleteWithoutOVirt(s *machineScope, why string) (ctrl.Result, error) {
+func (r *OVirtMachineReconciler) finishDeleteWithoutOVirt(ctx context.Context, s *machineScope, why string) (ctrl.Result, error) {
 	s.log.Info("Deleting without contacting oVirt: no VM was ever created for this machine", "why", why)
 	r.Recorder.Eventf(s.om, nil, corev1.EventTypeNormal, eventVMRemoved, "DeleteVM",
 		"No VM was created for this machine (%s); nothing to remove in oVirt", why)
-	return r.finishDelete(s)
+	return r.finishDelete(ctx, s)
 }
 
-func (r *OVirtMachineReconciler) finishDelete(s *machineScope) (ctrl.Result, error) {
+func (r *OVirtMachineReconciler) finishDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	// The VM is gone: its addresses go back to their pools before the finalizer is dropped.
+	if err := r.releaseIPAddresses(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	// status.initialization.provisioned stays true (the v1beta1 status.ready used to become
 	// false here): Ready says that the machine is gone (updateMachineStatus).
 	v1beta1conditions.MarkTrue(s.om, infrav1.MachineDeletedCondition)

@@ -70,6 +70,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 	key := client.ObjectKeyFromObject(om)
 	phases := []phase{
 		r.waitForClusterInfrastructure,
+		r.reconcileIPAddresses,
 		r.connect,
 		r.ensureVM,
 		r.reconcileDisks,
@@ -499,6 +500,8 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	current := slices.Clone(vm.NICs)
 	sort.Slice(current, func(i, j int) bool { return current[i].Name < current[j].Name })
 	var changes []string
+	// macs are the MAC addresses of spec.nics, in order, for the network configuration.
+	macs := make([]string, len(profiles))
 	fail := func(err error, what string) (bool, ctrl.Result, error) {
 		if errors.Is(err, ovirt.ErrLocked) {
 			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1.ConditionSeverityInfo,
@@ -514,6 +517,7 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	}
 	for i, p := range profiles {
 		if i < len(current) {
+			macs[i] = current[i].MAC
 			if current[i].VnicProfileID == p.ID {
 				continue
 			}
@@ -524,8 +528,12 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 			continue
 		}
 		name := fmt.Sprintf("nic%d", i+1)
-		if _, err := s.ovirt.AddNIC(ctx, vm.ID, name, p.ID); err != nil {
+		added, err := s.ovirt.AddNIC(ctx, vm.ID, name, p.ID)
+		if err != nil {
 			return fail(err, fmt.Sprintf("adding NIC %s on vNIC profile %q", name, p.Name))
+		}
+		if added != nil {
+			macs[i] = added.MAC
 		}
 		changes = append(changes, fmt.Sprintf("+%s on %s", name, p.Name))
 	}
@@ -537,6 +545,11 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	}
 	if len(changes) > 0 {
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventNICsUpdated, "SetNICs", "NICs: %s", strings.Join(changes, ", "))
+	}
+	// The static addresses, DNS and DHCP switches, once the NICs (and their MACs) exist and before
+	// the first start: oVirt applies the initialization at the first run only.
+	if done, res, err := r.configureNetwork(ctx, s, macs); !done {
+		return done, res, err
 	}
 	v1beta1conditions.MarkTrue(om, infrav1.MachineNetworkSetCondition)
 	return next()
@@ -551,7 +564,8 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		if err := r.syncHostLabel(ctx, s); err != nil {
 			return stop(ctrl.Result{}, err)
 		}
-		if addrs := machineAddresses(vm, s.cluster.Spec.ControlPlaneEndpoint.Host); len(addrs) > 0 {
+		if addrs := withAllocated(s.allocated, machineAddresses(vm, s.cluster.Spec.ControlPlaneEndpoint.Host)); len(addrs) > 0 {
+			// The addresses the IPAM pools allocated come first, then those the guest reports.
 			v1beta1conditions.MarkTrue(om, infrav1.MachineOnCondition)
 			om.Status.Addresses = addrs
 		} else {

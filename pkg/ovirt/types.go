@@ -63,6 +63,55 @@ type VMUpdate struct {
 	// ClearCustomScript empties initialization.custom_script and keeps the rest of the
 	// initialization (the host name).
 	ClearCustomScript bool
+	// CustomScript, when set, replaces initialization.custom_script (an Ignition config with the
+	// network keyfiles merged in). It is a secret: never logged. It and ClearCustomScript are
+	// exclusive.
+	CustomScript *string
+	// Network, when set, replaces the initialization's nic_configurations, dns_servers and
+	// dns_search and keeps the rest of the initialization. oVirt gives it to cloud-init guests at
+	// the first run.
+	Network *NetworkConfig
+}
+
+// NetworkConfig is the network configuration oVirt gives a cloud-init guest at its first run
+// (initialization.nic_configurations, dns_servers, dns_search).
+type NetworkConfig struct {
+	// NICs are the configurations of the guest's interfaces.
+	NICs []NICConfiguration
+	// DNSServers and DNSSearch are VM-wide (oVirt joins them with spaces).
+	DNSServers []string
+	DNSSearch  []string
+}
+
+// BootProtocol is how a guest interface gets its addresses of one IP family.
+type BootProtocol string
+
+// Boot protocols.
+const (
+	BootProtocolNone   BootProtocol = "none"
+	BootProtocolDHCP   BootProtocol = "dhcp"
+	BootProtocolStatic BootProtocol = "static"
+)
+
+// NICConfiguration is one nic_configuration: the guest interface Name (oVirt gives no MAC
+// address; the guest matches the name), on_boot true.
+type NICConfiguration struct {
+	// Name is the interface name in the guest, e.g. "eth0".
+	Name string
+	// IPv4Boot and IPv6Boot are the boot protocols per family ("" is none).
+	IPv4Boot, IPv6Boot BootProtocol
+	// IPv4 and IPv6 are the static addresses, with IPv4Boot/IPv6Boot static.
+	IPv4, IPv6 *IPConfig
+}
+
+// IPConfig is a static address of a guest interface.
+type IPConfig struct {
+	// Address is the address without prefix, e.g. "10.0.0.5".
+	Address string
+	// Prefix is the prefix length, e.g. 24 (sent to oVirt as the dotted netmask for IPv4).
+	Prefix int
+	// Gateway is the default gateway, "" for none.
+	Gateway string
 }
 
 // EngineInfo describes the engine answering at the API URL.

@@ -39,15 +39,14 @@ func (w *OVirtClusterWebhook) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// ValidateCreate checks spec.controlPlaneEndpoint when it is set, the placement fields
+// ValidateCreate checks spec.controlPlaneEndpoint when it is set (or only its port, when
+// spec.controlPlaneEndpointFromPool claims the host), the pool reference, the placement fields
 // (spec.failureDomains, spec.controlPlaneAntiAffinity, see ValidateOVirtClusterPlacement) and
 // spec.provider: an OVirtProvider that does not allow the namespace is refused, one that does
 // not exist yet is a warning (GitOps applies objects in any order).
 func (w *OVirtClusterWebhook) ValidateCreate(ctx context.Context, c *infrav1.OVirtCluster) (admission.Warnings, error) {
 	path := field.NewPath("spec")
-	errs := ValidateControlPlaneEndpoint(c.Spec.ControlPlaneEndpoint, path.Child("controlPlaneEndpoint"))
-	placement, warnings := ValidateOVirtClusterPlacement(&c.Spec, path)
-	errs = append(errs, placement...)
+	errs, warnings := ValidateOVirtClusterSpec(&c.Spec, path)
 	access, providerWarnings, err := w.checkProvider(ctx, c, path.Child("provider"))
 	if err != nil {
 		return nil, err
@@ -73,8 +72,18 @@ func (w *OVirtClusterWebhook) ValidateUpdate(ctx context.Context, oldC, c *infra
 		errs = append(errs, field.Forbidden(epPath,
 			fmt.Sprintf("cannot change once set (it is %s:%d): Cluster API copied it into the Cluster and the control-plane certificates; "+
 				"restore it, or create a new cluster for another endpoint", oldEP.Host, oldEP.Port)))
+	case c.Spec.ControlPlaneEndpointFromPool != nil && ep.Host == "":
+		// The manager sets the host from the pool's address; only the port may be set first.
 	default:
 		errs = append(errs, ValidateControlPlaneEndpoint(ep, epPath)...)
+	}
+	if !equality.Semantic.DeepEqual(oldC.Spec.ControlPlaneEndpointFromPool, c.Spec.ControlPlaneEndpointFromPool) {
+		if oldC.Spec.ControlPlaneEndpointFromPool != nil && oldEP.Host != "" {
+			errs = append(errs, field.Forbidden(path.Child("controlPlaneEndpointFromPool"),
+				"cannot change once the endpoint was claimed from it: the address is in the Cluster and the control-plane certificates; restore it"))
+		} else {
+			errs = append(errs, ValidateOVirtClusterAddressing(&c.Spec, path)...)
+		}
 	}
 	if oldC.Spec.ControlPlaneAntiAffinity != c.Spec.ControlPlaneAntiAffinity ||
 		!equality.Semantic.DeepEqual(oldC.Spec.FailureDomains, c.Spec.FailureDomains) {

@@ -131,6 +131,7 @@ func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path, resolvedClone b
 				"set the name of the oVirt vNIC profile to connect the interface to, e.g. vnicprofile: ovirtmgmt, or remove the entry"))
 		}
 	}
+	errs = append(errs, validateNICsAddressing(spec.NICs, path.Child("nics"))...)
 	errs = append(errs, validateAntiAffinity(path.Child("antiAffinity"), spec.AntiAffinity,
 		"no anti-affinity group (control-plane machines follow the OVirtCluster's spec.controlPlaneAntiAffinity)")...)
 	errs = append(errs, validateAffinityGroups(path.Child("affinityGroups"), spec.AffinityGroups)...)

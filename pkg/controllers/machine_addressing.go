@@ -1,0 +1,565 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// Event reasons of OVirtMachine about addressing.
+const (
+	eventIPAddressClaimed    = "IPAddressClaimed"
+	eventIPAddressClaimGone  = "IPAddressClaimDeleted"
+	eventIPAddressesReleased = "IPAddressesReleased"
+	eventNetworkConfigured   = "NetworkConfigured"
+)
+
+// allocatedAddress is an address an IPAM provider allocated to one NIC of a machine.
+type allocatedAddress struct {
+	addr    netip.Addr
+	prefix  int
+	gateway string
+	claim   string
+}
+
+// hasAddressing reports whether any NIC of the machine asks for an explicit network
+// configuration.
+func hasAddressing(om *infrav1.OVirtMachine) bool {
+	return slices.ContainsFunc(om.Spec.NICs, infrav1.NIC.HasNetworkConfig)
+}
+
+// hasPools reports whether any NIC of the machine claims addresses from IPAM pools.
+func hasPools(om *infrav1.OVirtMachine) bool {
+	return slices.ContainsFunc(om.Spec.NICs, func(n infrav1.NIC) bool { return len(n.AddressesFromPools) > 0 })
+}
+
+// ipClaimName is the name of the IPAddressClaim of NIC nic and pool pool of a machine:
+// <machine>-<nic>-<pool>, shortened with a hash when the machine name is too long for it.
+func ipClaimName(machine string, nic, pool int) string {
+	suffix := fmt.Sprintf("-%d-%d", nic, pool)
+	if len(machine)+len(suffix) <= 253 {
+		return machine + suffix
+	}
+	sum := sha256.Sum256([]byte(machine))
+	return machine[:253-len(suffix)-9] + "-" + hex.EncodeToString(sum[:4]) + suffix
+}
+
+// machineLabelValue is the machine name as a label value: names longer than 63 characters are
+// shortened with a hash (the owner reference, not the label, proves whose a claim is).
+func machineLabelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:54] + "-" + hex.EncodeToString(sum[:4])
+}
+
+// networkConfigured reports whether the machine's network configuration was given to its VM.
+func networkConfigured(om *infrav1.OVirtMachine) bool {
+	return v1beta1conditions.IsTrue(om, infrav1.MachineNetworkSetCondition)
+}
+
+// reconcileIPAddresses claims the addresses of the NICs from their IPAM pools (one
+// IPAddressClaim per NIC and pool, owned by the OVirtMachine) and waits for them before the VM
+// is created: a VM is never created without the addresses it is to boot with. The allocated
+// addresses become the machine's addresses at once. Once the VM got its configuration, a
+// missing claim is reported and not claimed again (the VM keeps its address).
+func (r *OVirtMachineReconciler) reconcileIPAddresses(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	om := s.om
+	if !hasPools(om) {
+		return next()
+	}
+	configured := networkConfigured(om)
+	cond := clusterv1.ConditionType(infrav1.MachineCreatedCondition)
+	if vmIDOf(om) != "" {
+		cond = infrav1.MachineNetworkSetCondition
+	}
+	allocated := make([][]allocatedAddress, len(om.Spec.NICs))
+	var waiting []string
+	for i, nic := range om.Spec.NICs {
+		for j, pool := range nic.AddressesFromPools {
+			name := ipClaimName(om.Name, i, j)
+			claim := &ipamv1.IPAddressClaim{}
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: om.Namespace, Name: name}, claim)
+			switch {
+			case apierrors.IsNotFound(err) && configured:
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventIPAddressClaimGone, "ClaimIPAddress",
+					"IPAddressClaim %s of spec.nics[%d] is gone while VM %s uses its address; the address may be given to another machine", name, i, om.Status.VMID)
+				continue
+			case apierrors.IsNotFound(err):
+				if err := r.createIPClaim(ctx, s, name, i, pool); err != nil {
+					return stop(ctrl.Result{}, err)
+				}
+				waiting = append(waiting, fmt.Sprintf("%s (spec.nics[%d], %s %s)", name, i, pool.Kind, pool.Name))
+				continue
+			case err != nil:
+				return stop(ctrl.Result{}, fmt.Errorf("reading IPAddressClaim %s: %w", name, err))
+			}
+			if !metav1.IsControlledBy(claim, om) {
+				v1beta1conditions.MarkFalse(om, cond, infrav1.IPAddressInvalidReason, clusterv1.ConditionSeverityWarning,
+					"IPAddressClaim %s exists but is not owned by this OVirtMachine: remove it or rename the machine", name)
+				return stop(r.retryLater(), nil)
+			}
+			a, why, err := claimedAddress(ctx, r.Client, claim)
+			if err != nil {
+				return stop(ctrl.Result{}, err)
+			}
+			if why != "" {
+				if configured {
+					continue
+				}
+				waiting = append(waiting, fmt.Sprintf("%s (spec.nics[%d], %s %s: %s)", name, i, pool.Kind, pool.Name, why))
+				continue
+			}
+			allocated[i] = append(allocated[i], *a)
+		}
+	}
+	if len(waiting) > 0 {
+		v1beta1conditions.MarkFalse(om, cond, infrav1.WaitingForIPAddressReason, clusterv1.ConditionSeverityInfo,
+			"waiting for the IPAM provider to allocate IPAddressClaim %s", strings.Join(waiting, ", "))
+		// The IPAddressClaim watch reconciles again once an address is allocated.
+		return stop(ctrl.Result{RequeueAfter: r.Intervals.Retry}, nil)
+	}
+	s.allocated = allocated
+	if len(om.Status.Addresses) == 0 || om.Status.VMState != string(ovirt.VMStatusUp) {
+		om.Status.Addresses = withAllocated(allocated, nil)
+	}
+	return next()
+}
+
+// createIPClaim creates the IPAddressClaim of one NIC and pool, owned by the machine.
+func (r *OVirtMachineReconciler) createIPClaim(ctx context.Context, s *machineScope, name string, nic int, pool infrav1.IPPoolReference) error {
+	om := s.om
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: om.Namespace,
+			Labels: map[string]string{
+				infrav1.IPAddressClaimMachineLabel: machineLabelValue(om.Name),
+				infrav1.IPAddressClaimNICLabel:     strconv.Itoa(nic),
+			},
+		},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: pool.APIGroup, Kind: pool.Kind, Name: pool.Name}},
+	}
+	if v, ok := om.Labels[clusterv1.WatchLabel]; ok {
+		// The manager's --watch-filter applies to the claims' watch too.
+		claim.Labels[clusterv1.WatchLabel] = v
+	}
+	if s.cluster != nil {
+		claim.Labels[clusterv1.ClusterNameLabel] = s.cluster.Name
+		claim.Spec.ClusterName = s.cluster.Name
+	}
+	if err := controllerutil.SetControllerReference(om, claim, r.Client.Scheme()); err != nil {
+		return fmt.Errorf("owning IPAddressClaim %s: %w", name, err)
+	}
+	if err := r.Client.Create(ctx, claim); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return fmt.Errorf("creating IPAddressClaim %s: %w", name, err)
+	}
+	s.log.Info("Claimed an IP address", "ipAddressClaim", klog.KRef(om.Namespace, name), "pool", pool.Kind+"/"+pool.Name, "nic", nic)
+	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventIPAddressClaimed, "ClaimIPAddress",
+		"Created IPAddressClaim %s for spec.nics[%d] from %s %s", name, nic, pool.Kind, pool.Name)
+	return nil
+}
+
+// claimedAddress returns the address allocated to a claim, or why there is none yet (the
+// pool's message when the provider reports one).
+func claimedAddress(ctx context.Context, c client.Reader, claim *ipamv1.IPAddressClaim) (*allocatedAddress, string, error) {
+	if claim.Status.AddressRef.Name == "" {
+		why := "no address yet"
+		for _, c := range claim.Status.Conditions {
+			if c.Type == ipamv1.IPAddressClaimReadyCondition && c.Status == metav1.ConditionFalse && c.Message != "" {
+				why = c.Reason + ": " + c.Message
+			}
+		}
+		return nil, why, nil
+	}
+	ip := &ipamv1.IPAddress{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Status.AddressRef.Name}, ip); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("IPAddress %s not found yet", claim.Status.AddressRef.Name), nil
+		}
+		return nil, "", fmt.Errorf("reading IPAddress %s: %w", claim.Status.AddressRef.Name, err)
+	}
+	addr, err := netip.ParseAddr(strings.TrimSpace(ip.Spec.Address))
+	if err != nil || addr.Zone() != "" {
+		return nil, fmt.Sprintf("IPAddress %s has an unusable address %q", ip.Name, ip.Spec.Address), nil
+	}
+	prefix := addr.BitLen()
+	if ip.Spec.Prefix != nil {
+		prefix = int(*ip.Spec.Prefix)
+	}
+	if prefix < 1 || prefix > addr.BitLen() {
+		return nil, fmt.Sprintf("IPAddress %s has an unusable prefix %d", ip.Name, prefix), nil
+	}
+	return &allocatedAddress{addr: addr, prefix: prefix, gateway: strings.TrimSpace(ip.Spec.Gateway), claim: claim.Name}, "", nil
+}
+
+// withAllocated returns the allocated addresses (NIC by NIC, as InternalIP) followed by the
+// reported ones that are not among them, at most maxAddresses.
+func withAllocated(allocated [][]allocatedAddress, reported []clusterv1.MachineAddress) []clusterv1.MachineAddress {
+	var out []clusterv1.MachineAddress
+	seen := map[string]bool{}
+	for _, nic := range allocated {
+		for _, a := range nic {
+			if s := a.addr.String(); !seen[s] {
+				seen[s] = true
+				out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: s})
+			}
+		}
+	}
+	for _, a := range reported {
+		if !seen[a.Address] {
+			seen[a.Address] = true
+			out = append(out, a)
+		}
+	}
+	if len(out) > maxAddresses {
+		out = out[:maxAddresses]
+	}
+	return out
+}
+
+// releaseIPAddresses deletes the machine's IPAddressClaims once its VM is gone, so that the IPAM
+// provider gives the addresses back to their pools. Kubernetes' garbage collector would delete
+// them too (they are owned by the OVirtMachine), but only after the OVirtMachine is gone and
+// only where a garbage collector runs.
+func (r *OVirtMachineReconciler) releaseIPAddresses(ctx context.Context, s *machineScope) error {
+	om := s.om
+	if !hasPools(om) {
+		return nil
+	}
+	list := &ipamv1.IPAddressClaimList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(om.Namespace),
+		client.MatchingLabels{infrav1.IPAddressClaimMachineLabel: machineLabelValue(om.Name)}); err != nil {
+		return fmt.Errorf("listing the IPAddressClaims of the machine: %w", err)
+	}
+	var released []string
+	for i := range list.Items {
+		claim := &list.Items[i]
+		if !metav1.IsControlledBy(claim, om) || !claim.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
+		}
+		released = append(released, claim.Name)
+	}
+	if len(released) > 0 {
+		s.log.Info("Released the IP addresses of the machine", "ipAddressClaims", released)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventIPAddressesReleased, "ReleaseIPAddresses",
+			"VM is gone: deleted IPAddressClaim %s", strings.Join(released, ", "))
+	}
+	return nil
+}
+
+// guestDeviceName is the guest interface name of spec.nics[i].
+func guestDeviceName(nic infrav1.NIC, i int) string {
+	if nic.DeviceName != "" {
+		return nic.DeviceName
+	}
+	return fmt.Sprintf("eth%d", i)
+}
+
+// nicNetwork is the resolved configuration of one NIC.
+type nicNetwork struct {
+	name       string
+	mac        string
+	v4, v6     []allocatedAddress
+	gw4, gw6   string
+	dhcp4      bool
+	dhcp6      bool
+	configured bool
+}
+
+// resolveNetwork resolves the configuration of every NIC from the spec and the allocated
+// addresses: the NIC's gateway replaces the pool's of its family; DHCP for IPv4 is on when the
+// NIC has no IPv4 address and dhcp4 is not false.
+func resolveNetwork(om *infrav1.OVirtMachine, allocated [][]allocatedAddress, macs []string) []nicNetwork {
+	out := make([]nicNetwork, len(om.Spec.NICs))
+	for i, nic := range om.Spec.NICs {
+		n := nicNetwork{name: guestDeviceName(nic, i), configured: nic.HasNetworkConfig()}
+		if i < len(macs) {
+			n.mac = macs[i]
+		}
+		if i < len(allocated) {
+			for _, a := range allocated[i] {
+				if a.addr.Is4() {
+					n.v4 = append(n.v4, a)
+					if n.gw4 == "" {
+						n.gw4 = a.gateway
+					}
+				} else {
+					n.v6 = append(n.v6, a)
+					if n.gw6 == "" {
+						n.gw6 = a.gateway
+					}
+				}
+			}
+		}
+		if gw, err := netip.ParseAddr(nic.Gateway); err == nil {
+			if gw.Is4() {
+				n.gw4 = gw.String()
+			} else {
+				n.gw6 = gw.String()
+			}
+		}
+		n.dhcp4 = len(n.v4) == 0 && (nic.DHCP4 == nil || *nic.DHCP4)
+		n.dhcp6 = nic.DHCP6 != nil && *nic.DHCP6
+		out[i] = n
+	}
+	return out
+}
+
+// dnsOf returns the nameservers and search domains of all NICs, in order, without duplicates.
+func dnsOf(om *infrav1.OVirtMachine) (servers, search []string) {
+	for _, nic := range om.Spec.NICs {
+		for _, s := range nic.Nameservers {
+			if !slices.Contains(servers, s) {
+				servers = append(servers, s)
+			}
+		}
+		for _, d := range nic.SearchDomains {
+			if !slices.Contains(search, d) {
+				search = append(search, d)
+			}
+		}
+	}
+	return servers, search
+}
+
+// errNetworkInvalid is a configuration oVirt cannot give the guest; its message names the fix.
+type errNetworkInvalid struct{ msg string }
+
+func (e *errNetworkInvalid) Error() string { return e.msg }
+
+// cloudInitNetwork is the initialization oVirt turns into the network data of a cloud-init
+// guest: one nic_configuration per NIC, which takes one address per IP family.
+func cloudInitNetwork(om *infrav1.OVirtMachine, nets []nicNetwork) (*ovirt.NetworkConfig, error) {
+	cfg := &ovirt.NetworkConfig{}
+	cfg.DNSServers, cfg.DNSSearch = dnsOf(om)
+	for i, n := range nets {
+		if len(n.v4) > 1 || len(n.v6) > 1 {
+			return nil, &errNetworkInvalid{fmt.Sprintf(
+				"spec.nics[%d] got %d IPv4 and %d IPv6 addresses, but oVirt configures at most one of each family per NIC of a cloud-init template: keep one pool per family in spec.nics[%d].addressesFromPools",
+				i, len(n.v4), len(n.v6), i)}
+		}
+		c := ovirt.NICConfiguration{Name: n.name, IPv4Boot: ovirt.BootProtocolNone, IPv6Boot: ovirt.BootProtocolNone}
+		switch {
+		case len(n.v4) == 1:
+			c.IPv4Boot = ovirt.BootProtocolStatic
+			c.IPv4 = &ovirt.IPConfig{Address: n.v4[0].addr.String(), Prefix: n.v4[0].prefix, Gateway: n.gw4}
+		case n.dhcp4:
+			c.IPv4Boot = ovirt.BootProtocolDHCP
+		}
+		switch {
+		case len(n.v6) == 1:
+			c.IPv6Boot = ovirt.BootProtocolStatic
+			c.IPv6 = &ovirt.IPConfig{Address: n.v6[0].addr.String(), Prefix: n.v6[0].prefix, Gateway: n.gw6}
+		case n.dhcp6:
+			c.IPv6Boot = ovirt.BootProtocolDHCP
+		}
+		cfg.NICs = append(cfg.NICs, c)
+	}
+	return cfg, nil
+}
+
+// keyfilePath is where the NetworkManager keyfile of a NIC goes in an Ignition config.
+func keyfilePath(n nicNetwork) string {
+	return "/etc/NetworkManager/system-connections/capov-" + n.name + ".nmconnection"
+}
+
+// keyfile is the NetworkManager connection of one NIC, matched by its MAC address.
+func keyfile(n nicNetwork, servers, search []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[connection]\nid=capov-%s\ntype=ethernet\nautoconnect=true\nautoconnect-priority=100\n\n", n.name)
+	fmt.Fprintf(&b, "[ethernet]\nmac-address=%s\n\n", strings.ToUpper(n.mac))
+	family := func(section string, addrs []allocatedAddress, gw string, dhcp bool, off string) {
+		fmt.Fprintf(&b, "[%s]\n", section)
+		switch {
+		case len(addrs) > 0:
+			b.WriteString("method=manual\n")
+			for k, a := range addrs {
+				fmt.Fprintf(&b, "address%d=%s/%d\n", k+1, a.addr, a.prefix)
+			}
+			if gw != "" {
+				fmt.Fprintf(&b, "gateway=%s\n", gw)
+			}
+		case dhcp:
+			b.WriteString("method=auto\n")
+		default:
+			fmt.Fprintf(&b, "method=%s\n", off)
+		}
+		var dns []string
+		for _, s := range servers {
+			if a, err := netip.ParseAddr(s); err == nil && a.Is4() == (section == "ipv4") {
+				dns = append(dns, s)
+			}
+		}
+		if len(dns) > 0 && (len(addrs) > 0 || dhcp) {
+			fmt.Fprintf(&b, "dns=%s;\n", strings.Join(dns, ";"))
+		}
+		if len(search) > 0 && section == "ipv4" && (len(addrs) > 0 || dhcp) {
+			fmt.Fprintf(&b, "dns-search=%s;\n", strings.Join(search, ";"))
+		}
+		b.WriteString("\n")
+	}
+	family("ipv4", n.v4, n.gw4, n.dhcp4, "disabled")
+	family("ipv6", n.v6, n.gw6, n.dhcp6, "disabled")
+	return b.String()
+}
+
+// ignitionWithKeyfiles merges one NetworkManager keyfile per NIC into an Ignition config (the
+// Engine gives Ignition guests no network data of its own). The keyfiles replace files at the
+// same paths; the rest of the config is kept as it is.
+func ignitionWithKeyfiles(om *infrav1.OVirtMachine, config string, nets []nicNetwork) (string, error) {
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(config), &cfg); err != nil {
+		return "", &errNetworkInvalid{fmt.Sprintf("the bootstrap data is not a JSON Ignition config: %v", err)}
+	}
+	version := ""
+	if ign, ok := cfg["ignition"].(map[string]any); ok {
+		version, _ = ign["version"].(string)
+	}
+	storage, _ := cfg["storage"].(map[string]any)
+	if storage == nil {
+		storage = map[string]any{}
+	}
+	files, _ := storage["files"].([]any)
+	servers, search := dnsOf(om)
+	for i, n := range nets {
+		if n.mac == "" {
+			return "", &errNetworkInvalid{fmt.Sprintf("spec.nics[%d] has no MAC address in oVirt yet", i)}
+		}
+		path := keyfilePath(n)
+		files = slices.DeleteFunc(files, func(f any) bool {
+			m, ok := f.(map[string]any)
+			return ok && m["path"] == path
+		})
+		f := map[string]any{
+			"path": path, "mode": 0o600,
+			"contents": map[string]any{"source": "data:," + url.PathEscape(keyfile(n, servers, search))},
+		}
+		if strings.HasPrefix(version, "2.") {
+			f["filesystem"] = "root"
+		} else {
+			f["overwrite"] = true
+		}
+		files = append(files, f)
+	}
+	storage["files"] = files
+	cfg["storage"] = storage
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("encoding the Ignition config: %w", err)
+	}
+	return string(out), nil
+}
+
+// configureNetwork gives the VM its network configuration before it first starts: oVirt's
+// initialization (nic_configurations, DNS) for a cloud-init template, NetworkManager keyfiles in
+// the Ignition config for an Ignition one. macs are the MAC addresses of spec.nics, in order.
+func (r *OVirtMachineReconciler) configureNetwork(ctx context.Context, s *machineScope, macs []string) (bool, ctrl.Result, error) {
+	om, vm := s.om, s.vm
+	if !hasAddressing(om) {
+		return next()
+	}
+	fail := func(reason string, severity clusterv1.ConditionSeverity, format string, args ...any) (bool, ctrl.Result, error) {
+		v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, reason, severity, format, args...)
+		return stop(r.retryLater(), nil)
+	}
+	if s.machine == nil || s.machine.Spec.Bootstrap.DataSecretName == nil {
+		return fail(infrav1.WaitingForBootstrapDataReason, clusterv1.ConditionSeverityInfo, "waiting for the bootstrap data to configure the network")
+	}
+	boot, err := r.readBootstrapData(ctx, s)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return fail(infrav1.WaitingForBootstrapDataReason, clusterv1.ConditionSeverityInfo, "waiting for bootstrap data Secret %s", *s.machine.Spec.Bootstrap.DataSecretName)
+		}
+		var invalid *bootstrapInvalidError
+		if errors.As(err, &invalid) {
+			return fail(infrav1.BootstrapDataInvalidReason, clusterv1.ConditionSeverityWarning, "%v", err)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("reading bootstrap data: %w", err))
+	}
+	nets := resolveNetwork(om, s.allocated, macs)
+	update := ovirt.VMUpdate{}
+	kind := "cloud-init network data"
+	if boot.format == formatIgnition {
+		kind = "NetworkManager keyfiles in the Ignition config"
+		script, err := ignitionWithKeyfiles(om, boot.value, nets)
+		if err != nil {
+			var bad *errNetworkInvalid
+			if errors.As(err, &bad) {
+				return fail(infrav1.IPAddressInvalidReason, clusterv1.ConditionSeverityWarning, "%s", bad.msg)
+			}
+			return stop(ctrl.Result{}, err)
+		}
+		update.CustomScript = &script
+	} else {
+		cfg, err := cloudInitNetwork(om, nets)
+		if err != nil {
+			var bad *errNetworkInvalid
+			if errors.As(err, &bad) {
+				return fail(infrav1.IPAddressInvalidReason, clusterv1.ConditionSeverityWarning, "%s", bad.msg)
+			}
+			return stop(ctrl.Result{}, err)
+		}
+		update.Network = cfg
+	}
+	if err := s.ovirt.UpdateVM(ctx, vm.ID, update); err != nil {
+		if errors.Is(err, ovirt.ErrLocked) {
+			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.NetworkSetupFailedReason, clusterv1.ConditionSeverityInfo,
+				"configuring the network: VM %s is locked by oVirt; retrying", vm.ID)
+			return stop(r.waitFor(s.om, infrav1.MachineNetworkSetCondition), nil)
+		}
+		if engineRefused(err) {
+			return fail(infrav1.NetworkSetupFailedReason, clusterv1.ConditionSeverityWarning, "oVirt refused the network configuration of VM %s: %v", vm.ID, err)
+		}
+		return stop(ctrl.Result{}, fmt.Errorf("configuring the network of VM %s: %w", vm.ID, err))
+	}
+	var summary []string
+	for _, n := range nets {
+		var parts []string
+		for _, a := range append(slices.Clone(n.v4), n.v6...) {
+			parts = append(parts, fmt.Sprintf("%s/%d", a.addr, a.prefix))
+		}
+		if n.dhcp4 {
+			parts = append(parts, "dhcp4")
+		}
+		if n.dhcp6 {
+			parts = append(parts, "dhcp6")
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "no address")
+		}
+		summary = append(summary, n.name+"="+strings.Join(parts, ","))
+	}
+	s.log.Info("Configured the VM's network", "vmID", vm.ID, "as", kind, "nics", summary)
+	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventNetworkConfigured, "ConfigureNetwork",
+		"Gave VM %s its network configuration (%s): %s", vm.ID, kind, strings.Join(summary, " "))
+	return next()
+}
