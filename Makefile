@@ -158,7 +158,7 @@ charts-test: envtest ## Chart, clusterctl and envtest-install tests only.
 release-manifests: ## Write the clusterctl release assets (infrastructure-components.yaml, metadata, templates) to out/.
 	mkdir -p out
 	kubectl kustomize config/default > out/infrastructure-components.yaml
-	cp metadata.yaml templates/cluster-template*.yaml out/
+	cp metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml out/
 
 ##@ Tools
 

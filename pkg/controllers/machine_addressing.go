@@ -204,9 +204,10 @@ func claimedAddress(ctx context.Context, c client.Reader, claim *ipamv1.IPAddres
 		}
 		return nil, "", fmt.Errorf("reading IPAddress %s: %w", claim.Status.AddressRef.Name, err)
 	}
-	addr, err := netip.ParseAddr(strings.TrimSpace(ip.Spec.Address))
-	if err != nil || addr.Zone() != "" {
-		return nil, fmt.Sprintf("IPAddress %s has an unusable address %q", ip.Name, ip.Spec.Address), nil
+	addr, perr := netip.ParseAddr(strings.TrimSpace(ip.Spec.Address))
+	if perr != nil || addr.Zone() != "" {
+		// Not an error of the manager: the provider wrote it; the condition names it.
+		return nil, fmt.Sprintf("IPAddress %s has an unusable address %q", ip.Name, ip.Spec.Address), nil //nolint:nilerr // reported in the condition
 	}
 	prefix := addr.BitLen()
 	if ip.Spec.Prefix != nil {

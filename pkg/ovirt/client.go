@@ -78,11 +78,15 @@ type Client interface {
 	// RemoveVM deletes the VM and every disk still attached to it.
 	RemoveVM(ctx context.Context, vmID string) error
 
-	// UpdateVM changes the VM's comment (where the owner marker lives) and/or
-	// clears its initialization's custom script (the bootstrap data), in one
-	// request. The Engine applies both on a VM in any status, without a
-	// next-run configuration; it refuses while the VM is being created
-	// (ErrLocked).
+	// UpdateVM changes the VM's comment (where the owner marker lives),
+	// replaces or clears its initialization's custom script (the bootstrap
+	// data) and/or replaces its initialization's network configuration
+	// (nic_configurations, dns_servers, dns_search), in one request; the rest
+	// of the initialization stays. The Engine applies all of them on a VM in
+	// any status, without a next-run configuration, and gives the
+	// initialization to the guest at its first run only; it refuses while the
+	// VM is being created (ErrLocked). An invalid network configuration, or
+	// CustomScript with ClearCustomScript, is ErrInvalid before any call.
 	UpdateVM(ctx context.Context, vmID string, u VMUpdate) error
 
 	// GetCluster returns the cluster with this id (what FindCluster returns). ErrNotFound if

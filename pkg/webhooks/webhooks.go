@@ -55,6 +55,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.
 	if err := (&OVirtClusterWebhook{Reader: reader}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&OVirtClusterTemplateWebhook{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := (&OVirtMachineWebhook{Reader: reader, Clusters: mgr.GetAPIReader(), Gates: gates}).SetupWithManager(mgr); err != nil {
 		return err
 	}

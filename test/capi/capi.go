@@ -1,6 +1,7 @@
 // Package capi runs Cluster API's own core reconcilers (Cluster, Machine, MachineSet,
-// MachineDeployment) against a management cluster, as the CAPI core provider would in
-// production. The conformance suite runs it in-process and the demo as a separate process
+// MachineDeployment, and the ClusterClass and managed topology reconcilers behind the
+// ClusterTopology feature gate) against a management cluster, as the CAPI core provider would
+// in production. The conformance suite runs it in-process and the demo as a separate process
 // (test/capi/cmd/capi-core), so that CAPOV is driven by the real CAPI logic, contract labels
 // and all, without a kind cluster.
 package capi
@@ -18,12 +19,18 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	topologymachineset "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	"sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/util/index"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -48,11 +55,20 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
+	// The ClusterClass reconciler watches ExtensionConfigs (even with RuntimeSDK off).
+	utilruntime.Must(runtimev1.AddToScheme(s))
 	return s
 }
 
-// Run starts the reconcilers and blocks until ctx ends.
+// Run starts the reconcilers and blocks until ctx ends. It enables CAPI's ClusterTopology
+// feature gate. The gate is process-wide (CAPI keeps its gates in a package variable): a test
+// process that calls Run has managed topologies on everywhere, as a CAPI installation with
+// ClusterTopology=true does; Clusters without spec.topology behave as before.
 func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) error {
+	// Before the indexes: AddDefaultIndexes adds the ClusterClass index only with the gate on.
+	if err := feature.MutableGates.Set(string(feature.ClusterTopology) + "=true"); err != nil {
+		return fmt.Errorf("enabling the CAPI %s feature gate: %w", feature.ClusterTopology, err)
+	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 10
 	}
@@ -120,6 +136,38 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	}).SetupWithManager(ctx, mgr, workers); err != nil {
 		return fmt.Errorf("setting up the MachineDeployment reconciler: %w", err)
 	}
+	if err := setupTopology(ctx, mgr, cc, opts.WatchFilterValue, workers); err != nil {
+		return err
+	}
 	log.Info("Starting Cluster API core reconcilers", "watchFilter", opts.WatchFilterValue)
 	return mgr.Start(ctx)
+}
+
+// setupTopology adds the reconcilers of ClusterClass and managed topologies, as CAPI's core
+// main does with ClusterTopology on and RuntimeSDK off (no runtime client: no runtime
+// extensions, so no external patches and no lifecycle hooks).
+func setupTopology(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, filter string, workers controller.Options) error {
+	if err := (&clusterclass.Reconciler{
+		Client: mgr.GetClient(), WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers); err != nil {
+		return fmt.Errorf("setting up the ClusterClass reconciler: %w", err)
+	}
+	if err := (&topologycluster.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc, WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers); err != nil {
+		return fmt.Errorf("setting up the Cluster topology reconciler: %w", err)
+	}
+	// These two only clean up the templates of the topology's MachineDeployments and
+	// MachineSets when those are deleted.
+	if err := (&topologymachinedeployment.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers); err != nil {
+		return fmt.Errorf("setting up the MachineDeployment topology reconciler: %w", err)
+	}
+	if err := (&topologymachineset.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers); err != nil {
+		return fmt.Errorf("setting up the MachineSet topology reconciler: %w", err)
+	}
+	return nil
 }

@@ -119,7 +119,7 @@ func TestSecretSourceServesYourSecretsAndTrustsYourCA(t *testing.T) {
 			g.Expect(w.ClientConfig.CABundle).To(Equal(p.caPEM), w.Name)
 			n++
 		}
-		g.Expect(n).To(Equal(6))
+		g.Expect(n).To(Equal(7))
 
 		web, _ := webhookOf(t, r)
 		mgr, _ := managerOf(t, r)
@@ -223,7 +223,7 @@ func TestCRDChartTakesACABundleInsteadOfCAInjection(t *testing.T) {
 	p := sharedPKI(t)
 	r, err := render(t, "capov-crds", values(t, `conversion: {caBundle: `+p.caBundle()+`}`))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(r.objs).To(HaveLen(4))
+	g.Expect(r.objs).To(HaveLen(5))
 	for _, o := range r.objs {
 		crd := get[apiextensionsv1.CustomResourceDefinition](t, r, "CustomResourceDefinition", o.GetName())
 		g.Expect(crd.Annotations).NotTo(HaveKey(injectCAFrom), "the CA injector would overwrite the caBundle")
@@ -304,7 +304,7 @@ func TestCAInjectionNamesACertificateTheChartRenders(t *testing.T) {
 			}
 			problems, annotated := caInjectionProblems(append(append([]*unstructured.Unstructured{}, main.objs...), crds.objs...), certs)
 			g.Expect(problems).To(BeEmpty())
-			g.Expect(annotated).To(Equal(6), "two webhook configurations and four CRDs get their CA injected")
+			g.Expect(annotated).To(Equal(7), "two webhook configurations and five CRDs get their CA injected")
 
 			// The injected CA is that of the certificate the webhook pods actually serve.
 			web := get[appsv1.Deployment](t, main, "Deployment", webhookDeployment)
@@ -327,7 +327,7 @@ func TestCAInjectionNamesACertificateTheChartRenders(t *testing.T) {
 			crds, err := render(t, "capov-crds", values(t, v))
 			g.Expect(err).NotTo(HaveOccurred())
 			problems, _ := caInjectionProblems(crds.objs, certs)
-			g.Expect(problems).To(HaveLen(4), v)
+			g.Expect(problems).To(HaveLen(5), v)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
+	ipamv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
+
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 )
 
@@ -24,6 +27,30 @@ import (
 var clusterTemplates = map[string]string{
 	"":               "templates/cluster-template.yaml",
 	"storage-domain": "templates/cluster-template-storage-domain.yaml",
+	"static-ip":      "templates/cluster-template-static-ip.yaml",
+	"kube-vip":       "templates/cluster-template-kube-vip.yaml",
+	"kube-vip-pool":  "templates/cluster-template-kube-vip-pool.yaml",
+	"ignition":       "templates/cluster-template-ignition.yaml",
+	"topology":       "templates/cluster-template-topology.yaml",
+}
+
+// clusterClasses are the ClusterClass files in templates/, by class name: clusterctl looks
+// for clusterclass-<name>.yaml in the provider's repository when a template's Cluster names
+// the class in spec.topology.classRef.
+var clusterClasses = map[string]string{
+	"ovirt": "templates/clusterclass-ovirt.yaml",
+}
+
+// classicFlavors are the flavors that render the objects of a cluster themselves (all but
+// topology, whose Cluster leaves them to a ClusterClass).
+func classicFlavors() map[string]string {
+	out := map[string]string{}
+	for flavor, file := range clusterTemplates {
+		if flavor != "topology" {
+			out[flavor] = file
+		}
+	}
+	return out
 }
 
 // templateVars are values for every variable without a default, as a user would set them.
@@ -38,7 +65,15 @@ var templateVars = map[string]string{
 	"OVIRT_TEMPLATE_NAME":               "ubuntu-22.04",
 	"OVIRT_CONTROL_PLANE_ENDPOINT_HOST": "10.0.1.100",
 	"OVIRT_STORAGE_DOMAIN":              "fast-ssd",
+	"OVIRT_SSH_AUTHORIZED_KEY":          testSSHKey,
+	"OVIRT_NODE_IP_ADDRESSES":           "10.0.1.10-10.0.1.50",
+	"OVIRT_NODE_GATEWAY":                "10.0.1.1",
+	"OVIRT_NODE_NAMESERVERS":            "10.0.0.53",
+	"OVIRT_CONTROL_PLANE_ENDPOINT_POOL": "vips",
 }
+
+// testSSHKey is the public key the tests give OVIRT_SSH_AUTHORIZED_KEY.
+const testSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8ta2V5LWZvci1jYXBvdi10ZXN0cw ops@example.com"
 
 // clusterctlRepo lays out a local clusterctl repository with this tree's assets:
 // <dir>/infrastructure-ovirt/v<appVersion>/{infrastructure-components,metadata,cluster-template*}.yaml
@@ -53,7 +88,14 @@ func clusterctlRepo(t *testing.T) (configPath, version string) {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{"infrastructure-components.yaml": kustomize(t)}
-	for _, f := range append([]string{"metadata.yaml"}, clusterTemplates[""], clusterTemplates["storage-domain"]) {
+	assets := []string{"metadata.yaml"}
+	for _, f := range clusterTemplates {
+		assets = append(assets, f)
+	}
+	for _, f := range clusterClasses {
+		assets = append(assets, f)
+	}
+	for _, f := range assets {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -177,7 +219,7 @@ func expectConversionThrough(g Gomega, objs []*unstructured.Unstructured, ns str
 		}
 	}
 	g.Expect(services).To(Equal(1), "the webhook Service")
-	g.Expect(crds).To(Equal(4))
+	g.Expect(crds).To(Equal(5))
 }
 
 // containerNames lists the container names of a Deployment.
@@ -194,11 +236,22 @@ func containerNames(o *unstructured.Unstructured) []string {
 
 func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
 	config, version := clusterctlRepo(t)
-	required := map[string][]string{
-		"": {"KUBERNETES_VERSION", "OVIRT_CLUSTER_NAME", "OVIRT_CONTROL_PLANE_ENDPOINT_HOST", "OVIRT_PROVIDER", "OVIRT_TEMPLATE_NAME"},
+	base := []string{"KUBERNETES_VERSION", "OVIRT_CLUSTER_NAME", "OVIRT_CONTROL_PLANE_ENDPOINT_HOST", "OVIRT_PROVIDER", "OVIRT_SSH_AUTHORIZED_KEY", "OVIRT_TEMPLATE_NAME"}
+	with := func(add ...string) []string {
+		out := append(append([]string{}, base...), add...)
+		sort.Strings(out)
+		return out
 	}
-	required["storage-domain"] = append(append([]string{}, required[""]...), "OVIRT_STORAGE_DOMAIN")
-	sort.Strings(required["storage-domain"])
+	required := map[string][]string{
+		"":               base,
+		"storage-domain": with("OVIRT_STORAGE_DOMAIN"),
+		"static-ip":      with("OVIRT_NODE_GATEWAY", "OVIRT_NODE_IP_ADDRESSES", "OVIRT_NODE_NAMESERVERS"),
+		"kube-vip":       base,
+		"ignition":       base,
+		"topology":       base,
+		// The endpoint comes from the pool: its host is no variable.
+		"kube-vip-pool": {"KUBERNETES_VERSION", "OVIRT_CLUSTER_NAME", "OVIRT_CONTROL_PLANE_ENDPOINT_POOL", "OVIRT_PROVIDER", "OVIRT_SSH_AUTHORIZED_KEY", "OVIRT_TEMPLATE_NAME"},
+	}
 
 	for flavor, file := range clusterTemplates {
 		t.Run("flavor "+flavor, func(t *testing.T) {
@@ -212,6 +265,7 @@ func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			req := strings.SplitN(strings.SplitN(out, "Optional Variables:", 2)[0], "Required Variables:", 2)[1]
 			g.Expect(strings.Fields(strings.ReplaceAll(req, "-", ""))).To(Equal(required[flavor]), out)
+			g.Expect(required).To(HaveKey(flavor), "every flavor lists its required variables here")
 			for _, v := range []string{"CLUSTER_NAME", "NAMESPACE", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT",
 				"OVIRT_VNIC_PROFILE", "OVIRT_CONTROL_PLANE_ENDPOINT_PORT", "OVIRT_CONTROL_PLANE_CPU_CORES"} {
 				g.Expect(out).To(ContainSubstring(v))
@@ -234,7 +288,7 @@ func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
 		g.Expect(out).NotTo(ContainSubstring("${"))
 		objs, err := parseYAMLDocs([]byte(out))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(objs).To(HaveLen(7))
+		g.Expect(objs).To(HaveLen(9))
 	})
 }
 
@@ -252,31 +306,48 @@ func generatedCluster(t *testing.T, file string) []runtime.Object {
 	}
 	var out []runtime.Object
 	for _, u := range objs {
-		var obj runtime.Object
-		switch u.GetKind() {
-		case "Cluster":
-			obj = &clusterv1.Cluster{}
-		case "MachineDeployment":
-			obj = &clusterv1.MachineDeployment{}
-		case "KubeadmControlPlane":
-			obj = &controlplanev1.KubeadmControlPlane{}
-		case "KubeadmConfigTemplate":
-			obj = &bootstrapv1.KubeadmConfigTemplate{}
-		case "OVirtCluster":
-			obj = &infrav1.OVirtCluster{}
-		case "OVirtMachineTemplate":
-			obj = &infrav1.OVirtMachineTemplate{}
-		default:
-			t.Fatalf("%s: unexpected kind %s", file, u.GetKind())
-		}
-		decodeStrict(t, u, obj)
-		out = append(out, obj)
+		out = append(out, typedObject(t, file, u))
 	}
 	return out
 }
 
+// typedObject decodes u strictly into the Go type of its kind: CAPOV's own types for OVirt*
+// objects, Cluster API's v1beta2 types, the in-cluster IPAM provider's pool.
+func typedObject(t *testing.T, file string, u *unstructured.Unstructured) runtime.Object {
+	t.Helper()
+	var obj runtime.Object
+	switch u.GetKind() {
+	case "Cluster":
+		obj = &clusterv1.Cluster{}
+	case "ClusterClass":
+		obj = &clusterv1.ClusterClass{}
+	case "MachineDeployment":
+		obj = &clusterv1.MachineDeployment{}
+	case "MachineHealthCheck":
+		obj = &clusterv1.MachineHealthCheck{}
+	case "KubeadmControlPlane":
+		obj = &controlplanev1.KubeadmControlPlane{}
+	case "KubeadmControlPlaneTemplate":
+		obj = &controlplanev1.KubeadmControlPlaneTemplate{}
+	case "KubeadmConfigTemplate":
+		obj = &bootstrapv1.KubeadmConfigTemplate{}
+	case "OVirtCluster":
+		obj = &infrav1.OVirtCluster{}
+	case "OVirtClusterTemplate":
+		obj = &infrav1.OVirtClusterTemplate{}
+	case "OVirtMachineTemplate":
+		obj = &infrav1.OVirtMachineTemplate{}
+	case "InClusterIPPool":
+		obj = &ipamv1.InClusterIPPool{}
+	default:
+		t.Fatalf("%s: unexpected kind %s", file, u.GetKind())
+	}
+	decodeStrict(t, u, obj)
+	return obj
+}
+
 func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
-	for flavor, file := range clusterTemplates {
+	for flavor, file := range classicFlavors() {
 		t.Run("flavor "+flavor, func(t *testing.T) {
 			g := NewWithT(t)
 			raw, err := os.ReadFile(filepath.Join(root, file))
@@ -288,8 +359,10 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 				g.Expect(vars).To(HaveKey(v), "clusterctl's common variable %s", v)
 			}
 			for v := range vars {
-				switch v {
-				case "CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT", "POD_CIDR", "SERVICE_CIDR":
+				switch {
+				case slices.Contains([]string{"CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT", "POD_CIDR", "SERVICE_CIDR"}, v):
+				case strings.HasPrefix(v, "KUBE_VIP_"):
+					// kube-vip's own settings, the same in every provider's kube-vip template.
 				default:
 					g.Expect(v).To(HavePrefix("OVIRT_"), "provider variables carry the provider name")
 				}
@@ -317,16 +390,27 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 				}
 				kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 			}
-			g.Expect(kinds).To(Equal(map[string]int{
+			wantKinds := map[string]int{
 				"Cluster": 1, "OVirtCluster": 1, "KubeadmControlPlane": 1, "MachineDeployment": 1,
-				"KubeadmConfigTemplate": 1, "OVirtMachineTemplate": 2,
-			}))
+				"KubeadmConfigTemplate": 1, "OVirtMachineTemplate": 2, "MachineHealthCheck": 2,
+			}
+			if flavor == "static-ip" {
+				wantKinds["InClusterIPPool"] = 1
+			}
+			g.Expect(kinds).To(Equal(wantKinds))
 
 			// The references resolve to the objects of the template.
 			g.Expect(cluster.Spec.InfrastructureRef.Name).To(Equal(ovc.Name))
 			g.Expect(cluster.Spec.InfrastructureRef.APIGroup).To(Equal(infrav1.GroupVersion.Group))
 			g.Expect(cluster.Spec.ControlPlaneRef.Name).To(Equal(kcp.Name))
-			g.Expect(ovc.Spec.ControlPlaneEndpoint.Host).To(Equal("10.0.1.100"))
+			if flavor == "kube-vip-pool" {
+				g.Expect(ovc.Spec.ControlPlaneEndpoint.Host).To(BeEmpty(), "CAPOV claims the host from the pool")
+				g.Expect(ovc.Spec.ControlPlaneEndpointFromPool).To(HaveValue(Equal(infrav1.IPPoolReference{
+					APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "vips"})))
+			} else {
+				g.Expect(ovc.Spec.ControlPlaneEndpoint.Host).To(Equal("10.0.1.100"))
+				g.Expect(ovc.Spec.ControlPlaneEndpointFromPool).To(BeNil())
+			}
 			g.Expect(ovc.Spec.ControlPlaneEndpoint.Port).To(BeEquivalentTo(6443))
 			g.Expect(kcp.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 			g.Expect(kcp.Spec.Version).To(Equal("v1.34.1"))
@@ -340,7 +424,7 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 				s := tpl.Spec.Template.Spec
 				g.Expect(s.Provider).To(Equal("ovirt-prod"), name)
 				g.Expect(s.OVirtCluster).To(Equal("Default"), name)
-				g.Expect(s.Template).To(Equal("ubuntu-22.04"), name)
+				g.Expect(s.Template).To(Equal(templateVars["OVIRT_TEMPLATE_NAME"]), name)
 				g.Expect(s.NICs).To(HaveLen(1), name)
 				g.Expect(s.NICs[0].VnicProfile).To(Equal("ovirtmgmt"), name)
 				g.Expect(s.CPU.Cores).To(BeEquivalentTo(4), name)

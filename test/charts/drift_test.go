@@ -247,7 +247,7 @@ func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
 	g := NewWithT(t)
 	bases, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bases).To(HaveLen(4))
+	g.Expect(bases).To(HaveLen(5))
 	templates, err := filepath.Glob(filepath.Join(root, "charts", "capov-crds", "templates", "infrastructure.cluster.x-k8s.io_*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(templates).To(HaveLen(len(bases)), "run hack/sync-chart-crds.sh (make generate)")
@@ -274,9 +274,13 @@ func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
 
 		g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"), want.Name)
 		g.Expect(got.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io"), want.Name)
-		if got.Spec.Names.Kind == "OVirtProvider" {
+		switch got.Spec.Names.Kind {
+		case "OVirtProvider":
 			g.Expect(got.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
-		} else {
+		case "OVirtClusterTemplate":
+			// v1beta2 only: it implements the v1beta2 InfraClusterTemplate contract.
+			g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1beta2"), want.Name)
+		default:
 			g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1beta1"), want.Name)
 		}
 	}

@@ -50,9 +50,11 @@ func TestMain(m *testing.M) {
 	for _, d := range tempDirs {
 		_ = os.RemoveAll(d)
 	}
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+	for _, e := range []*envtest.Environment{env, flavorEnv} {
+		if e != nil {
+			if err := e.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+			}
 		}
 	}
 	os.Exit(code)

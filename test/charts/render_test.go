@@ -274,7 +274,7 @@ func TestWebhookIsHighlyAvailableAndServesTheCertManagerCertificate(t *testing.T
 		g.Expect(w.ClientConfig.CABundle).To(BeEmpty(), "the CA injector owns caBundle")
 		refs = append(refs, w.ClientConfig.Service)
 	}
-	g.Expect(refs).To(HaveLen(6))
+	g.Expect(refs).To(HaveLen(7))
 	for _, ref := range refs {
 		g.Expect(ref.Name).To(Equal(svc.Name))
 		g.Expect(ref.Namespace).To(Equal(namespace))

@@ -25,11 +25,12 @@ import (
 var capovCRDNames = []string{
 	"ovirtproviders.infrastructure.cluster.x-k8s.io",
 	"ovirtclusters.infrastructure.cluster.x-k8s.io",
+	"ovirtclustertemplates.infrastructure.cluster.x-k8s.io",
 	"ovirtmachines.infrastructure.cluster.x-k8s.io",
 	"ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
 }
 
-// servesCAPOV reports whether discovery lists the four kinds of infrastructure.cluster.x-k8s.io/v1beta2
+// servesCAPOV reports whether discovery lists the CAPOV kinds of infrastructure.cluster.x-k8s.io/v1beta2
 // in the aggregated discovery Helm reads its capabilities from (the API server updates it a
 // moment after the group's own endpoint).
 func servesCAPOV(cfg *rest.Config) bool {
@@ -224,6 +225,6 @@ func expectCABundle(ctx context.Context, g Gomega, c client.Client, want []byte)
 		g.Expect(wh.ClientConfig.CABundle).To(Equal(want), wh.Name)
 		n++
 	}
-	g.Expect(n).To(Equal(6))
+	g.Expect(n).To(Equal(7))
 	g.Expect(strings.Count(string(want), "BEGIN CERTIFICATE")).To(BeNumerically(">", 0))
 }

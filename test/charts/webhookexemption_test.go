@@ -72,7 +72,7 @@ func TestEveryWebhookSkipsOnlyTheManagersMetadataUpdates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			byWebhook := webhookMatchConditions(t, tt.objs(t))
-			g.Expect(byWebhook).To(HaveLen(6), "two mutating and four validating webhooks")
+			g.Expect(byWebhook).To(HaveLen(7), "two mutating and five validating webhooks")
 			for name, conditions := range byWebhook {
 				g.Expect(conditions).To(HaveLen(1), name)
 				c := conditions[0]

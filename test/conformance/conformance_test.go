@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/collections"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	"sigs.k8s.io/cluster-api/util/failuredomains"
@@ -415,6 +416,99 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		}
 		scale(ctx, "zoned", 0)
 		expectRunning(ctx, "zoned", 0)
+	})
+
+	It("gives MachineDeployment machines static addresses from the in-cluster IPAM provider's pool and releases them", func(ctx SpecContext) {
+		// A real InClusterIPPool, served by the real in-cluster IPAM provider.
+		pool := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+			"metadata": map[string]any{"namespace": ns, "name": "nodes"},
+			"spec":     map[string]any{"addresses": []any{"10.30.0.10-10.30.0.19"}, "prefix": int64(24), "gateway": "10.30.0.1"},
+		}}
+		Expect(mgmt.Create(ctx, pool)).To(Succeed())
+		tpl := machineTemplate("static-a", "rhcos-4.14", 2)
+		tpl.Spec.Template.Spec.NICs[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "nodes"}}
+		tpl.Spec.Template.Spec.NICs[0].Nameservers = []string{"10.30.0.53"}
+		Expect(mgmt.Create(ctx, tpl)).To(Succeed())
+		Expect(mgmt.Create(ctx, machineDeployment("static", "static-a", 3))).To(Succeed())
+		expectRunning(ctx, "static", 3)
+
+		claims := func(g Gomega) []ipamv1.IPAddressClaim {
+			list := &ipamv1.IPAddressClaimList{}
+			g.Expect(mgmt.List(ctx, list, client.InNamespace(ns), client.HasLabels{infrav1.IPAddressClaimMachineLabel})).To(Succeed())
+			return list.Items
+		}
+		addresses := func(g Gomega) []ipamv1.IPAddress {
+			list := &ipamv1.IPAddressList{}
+			g.Expect(mgmt.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			var out []ipamv1.IPAddress
+			for _, a := range list.Items {
+				if a.Spec.PoolRef.Name == "nodes" {
+					out = append(out, a)
+				}
+			}
+			return out
+		}
+		seen := map[string]bool{}
+		for _, m := range machinesOf(ctx, "static") {
+			om := &infrav1.OVirtMachine{}
+			Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.InfrastructureRef.Name}, om)).To(Succeed())
+			Expect(om.Status.Addresses).NotTo(BeEmpty())
+			ip := om.Status.Addresses[0].Address
+			Expect(ip).To(MatchRegexp(`^10\.30\.0\.1[0-9]$`), "an address of the pool's range")
+			Expect(seen).NotTo(HaveKey(ip), "every machine has its own address")
+			seen[ip] = true
+			Expect(m.Status.Addresses[0].Address).To(Equal(ip), "Cluster API copied the allocated address to the Machine")
+			in, err := stack.Sim.Initialization(om.Status.VMID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(in.Network).To(HaveLen(1))
+			Expect(in.Network[0].Addresses).To(Equal([]string{ip + "/24"}), "the guest configured the allocated address")
+			Expect(in.Network[0].Gateways).To(Equal([]string{"10.30.0.1"}), "with the pool's gateway")
+		}
+		Expect(addresses(Default)).To(HaveLen(3))
+
+		By("scaling down: the addresses go back to the pool once the VMs are gone")
+		scale(ctx, "static", 1)
+		expectRunning(ctx, "static", 1)
+		Eventually(func(g Gomega) {
+			g.Expect(claims(g)).To(HaveLen(1))
+			g.Expect(addresses(g)).To(HaveLen(1))
+		}, wait, poll).Should(Succeed())
+		scale(ctx, "static", 0)
+		expectRunning(ctx, "static", 0)
+		Eventually(func(g Gomega) {
+			g.Expect(claims(g)).To(BeEmpty(), "no IPAddressClaim outlives its machine")
+			g.Expect(addresses(g)).To(BeEmpty())
+		}, wait, poll).Should(Succeed())
+	})
+
+	It("claims a cluster's control-plane endpoint from a GlobalInClusterIPPool and Cluster API copies it", func(ctx SpecContext) {
+		vips := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterIPPool",
+			"metadata": map[string]any{"name": "conformance-vips"},
+			"spec":     map[string]any{"addresses": []any{"10.30.9.100"}, "prefix": int64(24), "gateway": "10.30.9.1"},
+		}}
+		Expect(mgmt.Create(ctx, vips)).To(Succeed())
+		vc := harness.Cluster(ns, "vip")
+		Expect(mgmt.Create(ctx, vc)).To(Succeed())
+		oc := harness.OVirtCluster(vc, "", 0)
+		oc.Spec.ControlPlaneEndpointFromPool = &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "GlobalInClusterIPPool", Name: "conformance-vips"}
+		Expect(mgmt.Create(ctx, oc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(vc), c)).To(Succeed())
+			g.Expect(c.Spec.ControlPlaneEndpoint.Host).To(Equal("10.30.9.100"), "Cluster API copied the claimed endpoint")
+			g.Expect(c.Spec.ControlPlaneEndpoint.Port).To(BeEquivalentTo(6443))
+		}, wait, poll).Should(Succeed())
+		Expect(mgmt.Delete(ctx, vc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			list := &ipamv1.IPAddressList{}
+			g.Expect(mgmt.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			for _, a := range list.Items {
+				g.Expect(a.Spec.PoolRef.Name).NotTo(Equal("conformance-vips"), "the endpoint's address is released with the cluster")
+			}
+			g.Expect(apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(vc), &clusterv1.Cluster{}))).To(BeTrue())
+		}, wait, poll).Should(Succeed())
 	})
 
 	It("removes every VM and finalizer when the Cluster is deleted", func(ctx SpecContext) {

@@ -52,7 +52,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	seed.Timings = ovirtsim.Timings{ImageLock: 200 * time.Millisecond, DiskLock: 100 * time.Millisecond,
 		WaitForLaunch: 100 * time.Millisecond, PoweringUp: 200 * time.Millisecond, PoweringDown: 100 * time.Millisecond}
 	stack, err = harness.StartStack(ctx, harness.StackOptions{
-		WorkDir: workDir, Out: GinkgoWriter, Seed: seed,
+		WorkDir: workDir, Out: GinkgoWriter, Seed: seed, WithIPAM: true,
 		Log: zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true), zap.Level(zapcore.InfoLevel)),
 		ManagerArgs: []string{"--vm-poll-interval=300ms", "--node-poll-interval=300ms", "--retry-interval=2s",
 			"--non-system-disk-retry-interval=2s", "--vm-shutdown-timeout=2s", "--provider-check-interval=30s"},

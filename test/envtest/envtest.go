@@ -33,6 +33,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -82,6 +83,7 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(ipamv1.AddToScheme(s))
 	utilruntime.Must(clusterv1beta1.AddToScheme(s))
 	utilruntime.Must(infrav1beta1.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))

@@ -50,6 +50,9 @@ type StackOptions struct {
 	// WebhookManifests is the admission webhook configuration registered in the API server
 	// (default: config/webhook/manifests.yaml).
 	WebhookManifests string
+	// WithIPAM runs Cluster API's in-cluster IPAM provider (hack/ipam-provider.sh builds it)
+	// with its CRDs, for InClusterIPPools and GlobalInClusterIPPools.
+	WithIPAM bool
 	// InstallCRDs, when set, installs the CAPOV CRDs instead of the harness (which then starts
 	// the control plane without them); it runs before the webhook and manager start.
 	InstallCRDs func(ctx context.Context, env *envtest.Environment) error
@@ -69,6 +72,8 @@ type Stack struct {
 	SimAdminURL string
 	// Manager, Webhook and CAPI are the processes (CAPI is nil when in-process).
 	Manager, Webhook, CAPI, SimProcess *Process
+	// IPAM is the in-cluster IPAM provider (StackOptions.WithIPAM).
+	IPAM *Process
 	// KubeconfigPath reaches the management cluster; WorkloadKubeconfig is the workload's.
 	KubeconfigPath     string
 	WorkloadKubeconfig []byte
@@ -215,6 +220,13 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 					opts.Log.Error(err, "Cluster API core reconcilers stopped")
 				}
 			})
+		}
+	}
+
+	if opts.WithIPAM {
+		s.say("Starting Cluster API's in-cluster IPAM provider")
+		if err := s.startIPAMProvider(ctx, root); err != nil {
+			return nil, err
 		}
 	}
 
@@ -408,7 +420,7 @@ func (s *Stack) Stop() {
 	for _, d := range s.done {
 		<-d
 	}
-	for _, p := range []*Process{s.CAPI, s.Manager, s.Webhook, s.SimProcess} {
+	for _, p := range []*Process{s.IPAM, s.CAPI, s.Manager, s.Webhook, s.SimProcess} {
 		if p != nil {
 			if err := p.Stop(30 * time.Second); err != nil {
 				s.say("%s: %v", p.Name, err)

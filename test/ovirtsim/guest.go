@@ -136,8 +136,8 @@ func guestIfaces(v *vm, cfg *GuestInterfaces) []guestIface {
 		if !n.plugged {
 			continue
 		}
-		out = append(out, guestIface{id: n.rdID, name: fmt.Sprintf("eth%d", idx), mac: n.mac,
-			ips: []string{n.ipString(), linkLocal(n.mac)}})
+		name := fmt.Sprintf("eth%d", idx)
+		out = append(out, guestIface{id: n.rdID, name: name, mac: n.mac, ips: v.nicIPs(name, n)})
 		idx++
 	}
 	if cfg.Kubernetes {

@@ -959,8 +959,8 @@ func toInt(v int64) int {
 	return int(max(min(v, 1<<20), -1))
 }
 
-// vmSpecOf decodes a VM creation body.
-func vmSpecOf(v *ovirtsdk.Vm) *vmSpec {
+// vmSpecOf decodes a VM creation body; it fails where the engine's mappers do.
+func vmSpecOf(v *ovirtsdk.Vm) (*vmSpec, *apiError) {
 	sp := &vmSpec{}
 	sp.name, _ = v.Name()
 	if c, ok := v.Cluster(); ok {
@@ -1006,6 +1006,13 @@ func vmSpecOf(v *ovirtsdk.Vm) *vmSpec {
 		sp.hostName, _ = in.HostName()
 		sp.initUser, _ = in.UserName()
 		sp.sshKeys, _ = in.AuthorizedSshKeys()
+		sp.dnsServers, _ = in.DnsServers()
+		sp.dnsSearch, _ = in.DnsSearch()
+		nets, _, aerr := initNetworksOf(in)
+		if aerr != nil {
+			return nil, aerr
+		}
+		sp.initNets = nets
 	}
 	if das, ok := v.DiskAttachments(); ok {
 		for _, da := range das.Slice() {
@@ -1031,7 +1038,7 @@ func vmSpecOf(v *ovirtsdk.Vm) *vmSpec {
 			sp.overrides = append(sp.overrides, o)
 		}
 	}
-	return sp
+	return sp, nil
 }
 
 func hAddVM(s *Simulator, rq *apiReq) {
@@ -1045,7 +1052,11 @@ func hAddVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
-	sp := vmSpecOf(body)
+	sp, aerr := vmSpecOf(body)
+	if aerr != nil {
+		rq.fault(aerr)
+		return
+	}
 	sp.clone, sp.corr = clone, rq.corr
 	s.mu.Lock()
 	now := time.Now()
@@ -1096,8 +1107,9 @@ func expects201(r *http.Request) bool {
 	return false
 }
 
-// vmUpdateOf decodes the fields present in a VM update body.
-func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
+// vmUpdateOf decodes the fields present in a VM update body; it fails where
+// the engine's mappers do.
+func vmUpdateOf(v *ovirtsdk.Vm) (*vmUpdate, *apiError) {
 	u := &vmUpdate{}
 	str := func(s string, ok bool) *string {
 		if !ok {
@@ -1129,6 +1141,7 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 			// VmHandler.updateVmInitToDB then removes the VM's vm_init.
 			none := ""
 			u.customScript, u.hostName, u.initUser, u.sshKeys = &none, &none, &none, &none
+			u.dnsServers, u.dnsSearch, u.initNets = &none, &none, &[]initNetwork{}
 		}
 		// Otherwise the given sub-tags are mapped onto the stored vm_init
 		// (the others stay); an empty <custom_script/> is "", which clears it.
@@ -1136,6 +1149,16 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 		u.hostName = orStr(str(in.HostName()), u.hostName)
 		u.initUser = orStr(str(in.UserName()), u.initUser)
 		u.sshKeys = orStr(str(in.AuthorizedSshKeys()), u.sshKeys)
+		u.dnsServers = orStr(str(in.DnsServers()), u.dnsServers)
+		u.dnsSearch = orStr(str(in.DnsSearch()), u.dnsSearch)
+		nets, set, aerr := initNetworksOf(in)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if set {
+			// The given list replaces the stored one (VmInit.networks is one value).
+			u.initNets = &nets
+		}
 	}
 	if cpu, ok := v.Cpu(); ok {
 		if tp, ok := cpu.Topology(); ok {
@@ -1162,7 +1185,7 @@ func vmUpdateOf(v *ovirtsdk.Vm) *vmUpdate {
 		u.guaranteed = i64(mp.Guaranteed())
 		u.maxMemory = i64(mp.Max())
 	}
-	return u
+	return u, nil
 }
 
 // orStr returns a unless it is nil, else b.
@@ -1200,7 +1223,11 @@ func hUpdateVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
-	u := vmUpdateOf(body)
+	u, aerr := vmUpdateOf(body)
+	if aerr != nil {
+		rq.fault(aerr)
+		return
+	}
 	s.mu.Lock()
 	rc, aerr := s.renderCtx(rq)
 	v := s.inv.vms[rq.ids[0]]

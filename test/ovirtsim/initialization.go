@@ -30,6 +30,15 @@ type VMInitialization struct {
 	// UserData is what the guest receives: the Ignition JSON, or the
 	// cloud-init user-data ("#cloud-config\n" + the engine's YAML + custom_script).
 	UserData string `json:"user_data"`
+	// NetworkData is the OpenStack network_data.json the engine wrote next to the user data
+	// from nic_configurations, dns_servers and dns_search (for Ignition VMs too, whose guest
+	// ignores it); empty without them.
+	NetworkData string `json:"network_data,omitempty"`
+	// Network is how the guest configured its NIC interfaces (eth0, eth1, ... for the plugged
+	// NICs in order) from this initialization: cloud-init from the nic_configurations by
+	// interface name, Ignition from the NetworkManager keyfiles of the config by MAC address or
+	// interface name. Nil when the initialization carries no network configuration.
+	Network []GuestNetwork `json:"network,omitempty"`
 	// ComposedAt is when the VM was first started.
 	ComposedAt time.Time `json:"composed_at"`
 }
@@ -37,10 +46,10 @@ type VMInitialization struct {
 // composeInit builds the initialization payload of v for its first run. It
 // returns nil when the VM has no initialization at all.
 func composeInit(v *vm, now time.Time) (*VMInitialization, *apiError) {
-	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" {
+	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" && !v.hasNetworkInit() {
 		return nil, nil
 	}
-	in := &VMInitialization{OSType: v.osType, ComposedAt: now}
+	in := &VMInitialization{OSType: v.osType, ComposedAt: now, NetworkData: openStackNetworkData(v)}
 	switch ignVersion, ignition := ignitionOSTypes[v.osType]; {
 	case ignition:
 		in.Format = InitFormatIgnition
@@ -50,10 +59,14 @@ func composeInit(v *vm, now time.Time) (*VMInitialization, *apiError) {
 			return nil, cannot(400, "run VM", "Failed to build ignition data: "+err.Error())
 		}
 		in.UserData = data
+		// IgnitionHandler never reads the networks: only the config's own keyfiles count.
+		in.Network = ignitionGuestNetwork(v, data)
 	case strings.HasPrefix(v.osType, "windows"):
-		in.Format, in.UserData = InitFormatSysprep, v.customScript
+		// Sysprep's network settings are not modelled.
+		in.Format, in.UserData, in.NetworkData = InitFormatSysprep, v.customScript, ""
 	default:
 		in.Format, in.UserData = InitFormatCloudInit, cloudInitUserData(v)
+		in.Network = cloudInitGuestNetwork(v)
 	}
 	return in, nil
 }

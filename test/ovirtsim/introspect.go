@@ -2,6 +2,7 @@ package ovirtsim
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,9 @@ type VMState struct {
 	Disks []DiskState `json:"disks"`
 	// NICs are the NICs in order.
 	NICs []NICState `json:"nics"`
-	// IPs are the IPv4 addresses the guest agent reports now (empty unless up and reporting).
+	// IPs are the IPv4 addresses the guest agent reports now on the NIC interfaces (empty unless
+	// up and reporting): the generated (DHCP) address, or the static ones of an interface the
+	// first run's initialization configured.
 	IPs       []string  `json:"ips"`
 	CreatedAt time.Time `json:"created_at"`
 	// Host is the name of the host the VM runs on now (empty unless running).
@@ -212,14 +215,18 @@ func vmState(v *vm, now time.Time, guestAgent bool) VMState {
 		st.Disks = append(st.Disks, diskState(d, now))
 	}
 	reports := v.reportsIPs(now, guestAgent)
+	idx := 0
 	for _, n := range v.nics {
 		ns := NICState{ID: n.id, Name: n.name, MAC: n.mac, Interface: n.iface, Plugged: n.plugged, IP: n.ipString()}
 		if n.profile != nil {
 			ns.VnicProfile = n.profile.name
 		}
 		st.NICs = append(st.NICs, ns)
-		if reports && n.plugged {
-			st.IPs = append(st.IPs, n.ipString())
+		if n.plugged {
+			if reports {
+				st.IPs = append(st.IPs, v.nicIPv4s(fmt.Sprintf("eth%d", idx), n)...)
+			}
+			idx++
 		}
 	}
 	return st

@@ -112,6 +112,8 @@ type vmSpec struct {
 	vmType, osType                                         string
 	comment, description, customScript, hostName           string
 	initUser, sshKeys                                      string
+	initNets                                               []initNetwork
+	dnsServers, dnsSearch                                  string
 	ha                                                     bool
 	haPriority                                             int64
 	overrides                                              []diskOverride
@@ -228,10 +230,15 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	case "illegal":
 		return nil, cannot(400, action, "Template's image is illegal.")
 	}
+	// AddVmCommand.validate: cloudInitHandler.validate(vmInit), whatever the OS type.
+	if aerr := validateInitNetworks(sp.initNets, action); aerr != nil {
+		return nil, aerr
+	}
 
 	v := &vm{name: sp.name, cluster: cl, template: t, clone: sp.clone, noAgent: t.noAgent,
 		comment: sp.comment, description: sp.description, customScript: sp.customScript, hostName: sp.hostName,
 		initUser: sp.initUser, sshKeys: sp.sshKeys,
+		initNets: sp.initNets, dnsServers: sp.dnsServers, dnsSearch: sp.dnsSearch,
 		osType: sp.osType, vmType: sp.vmType,
 		sockets: sp.sockets, cores: sp.cores, thr: sp.threads,
 		memory: sp.memory, guaranteed: sp.guaranteed, maxMemory: sp.maxMemory,
@@ -405,6 +412,8 @@ func vmLocked(v *vm, now time.Time, action string) *apiError {
 type vmUpdate struct {
 	name, comment, description, vmType, osType, customScript, hostName *string
 	initUser, sshKeys                                                  *string
+	dnsServers, dnsSearch                                              *string
+	initNets                                                           *[]initNetwork // nic_configurations given (maybe empty)
 	sockets, cores, threads                                            *int
 	memory, guaranteed, maxMemory                                      *int64
 	ha                                                                 *bool  // high_availability.enabled
@@ -431,6 +440,11 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	set(&n.hostName, u.hostName)
 	set(&n.initUser, u.initUser)
 	set(&n.sshKeys, u.sshKeys)
+	set(&n.dnsServers, u.dnsServers)
+	set(&n.dnsSearch, u.dnsSearch)
+	if u.initNets != nil {
+		n.initNets = *u.initNets
+	}
 	if u.sockets != nil {
 		n.sockets = *u.sockets
 	}
@@ -465,6 +479,10 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	if aerr := inv.validateShape(&n, action); aerr != nil {
 		return aerr
 	}
+	// UpdateVmCommand.validate: cloudInitHandler.validate of the merged vm_init.
+	if aerr := validateInitNetworks(n.initNets, action); aerr != nil {
+		return aerr
+	}
 	if n.name != v.name {
 		inv.unindexVMName(v)
 		v.name = n.name
@@ -472,6 +490,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	}
 	v.comment, v.description, v.vmType, v.osType = n.comment, n.description, n.vmType, n.osType
 	v.customScript, v.hostName, v.initUser, v.sshKeys = n.customScript, n.hostName, n.initUser, n.sshKeys
+	v.initNets, v.dnsServers, v.dnsSearch = n.initNets, n.dnsServers, n.dnsSearch
 	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
 	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
 	if u.ha != nil {

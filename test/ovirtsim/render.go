@@ -404,7 +404,7 @@ func renderNICs(v *vm, rc *renderCtx, withRD bool) *ovirtsdk.NicSlice {
 // an empty custom_script; the simulator stores no null and leaves empty
 // fields out: a client must take an empty and a missing one alike.
 func renderInitialization(v *vm) *ovirtsdk.Initialization {
-	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" {
+	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" && !v.hasNetworkInit() {
 		return nil
 	}
 	in := &ovirtsdk.Initialization{}
@@ -419,6 +419,15 @@ func renderInitialization(v *vm) *ovirtsdk.Initialization {
 	}
 	if v.initUser != "" {
 		in.SetUserName(esc(v.initUser))
+	}
+	if len(v.initNets) > 0 {
+		in.SetNicConfigurations(renderNicConfigurations(v.initNets))
+	}
+	if v.dnsServers != "" {
+		in.SetDnsServers(esc(v.dnsServers))
+	}
+	if v.dnsSearch != "" {
+		in.SetDnsSearch(esc(v.dnsSearch))
 	}
 	return in
 }

@@ -150,6 +150,9 @@ type vm struct {
 	customScript         string
 	hostName             string
 	initUser, sshKeys    string            // initialization.user_name, authorized_ssh_keys
+	initNets             []initNetwork     // initialization.nic_configurations
+	dnsServers           string            // initialization.dns_servers (space-separated)
+	dnsSearch            string            // initialization.dns_search (space-separated)
 	initialized          bool              // has run once: initialization is not applied again
 	init                 *VMInitialization // what the first run composed, nil without initialization
 	osType, vmType       string

@@ -66,6 +66,10 @@ type Client struct {
 	vnicProfiles   []ovirt.VnicProfile
 	vms            map[string]*ovirt.VM
 	specs          map[string]ovirt.VMSpec
+	// networks and scripts are the network configurations and custom scripts UpdateVM set, by
+	// VM id.
+	networks map[string]*ovirt.NetworkConfig
+	scripts  map[string]string
 	// groups are the affinity groups in creation order; hostCounts the clusters whose hosts
 	// SetHostCount limited.
 	groups     []*ovirt.AffinityGroup
@@ -76,7 +80,8 @@ var _ ovirt.Client = (*Client)(nil)
 
 // NewClient returns an empty fake Client.
 func NewClient() *Client {
-	return &Client{vms: map[string]*ovirt.VM{}, specs: map[string]ovirt.VMSpec{}, hostCounts: map[string]int{}}
+	return &Client{vms: map[string]*ovirt.VM{}, specs: map[string]ovirt.VMSpec{},
+		networks: map[string]*ovirt.NetworkConfig{}, scripts: map[string]string{}, hostCounts: map[string]int{}}
 }
 
 // NewDefaultClient returns a fake Client seeded like the simulator's default
@@ -213,12 +218,55 @@ func (c *Client) VMs() []ovirt.VM {
 	return out
 }
 
-// Spec returns the VMSpec a VM was created with (custom script included).
+// Spec returns the VMSpec a VM was created with (custom script included). Its CustomScript
+// follows UpdateVM: a CustomScript update replaces it, ClearCustomScript empties it.
 func (c *Client) Spec(vmID string) (ovirt.VMSpec, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.specs[vmID]
 	return s, ok
+}
+
+// CustomScript returns the VM's initialization custom script as the Engine would store it: the
+// last one UpdateVM set or cleared, else the one it was created with; false when neither
+// CreateVM nor UpdateVM gave the VM one.
+func (c *Client) CustomScript(vmID string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.scripts[vmID]; ok {
+		return s, true
+	}
+	s, ok := c.specs[vmID]
+	return s.CustomScript, ok
+}
+
+// Network returns a copy of the network configuration the last UpdateVM with a Network set
+// for the VM, nil when none did.
+func (c *Client) Network(vmID string) *ovirt.NetworkConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cloneNetwork(c.networks[vmID])
+}
+
+// cloneNetwork deep-copies a network configuration (nil stays nil).
+func cloneNetwork(n *ovirt.NetworkConfig) *ovirt.NetworkConfig {
+	if n == nil {
+		return nil
+	}
+	out := &ovirt.NetworkConfig{NICs: make([]ovirt.NICConfiguration, len(n.NICs)),
+		DNSServers: slices.Clone(n.DNSServers), DNSSearch: slices.Clone(n.DNSSearch)}
+	for i, nic := range n.NICs {
+		out.NICs[i] = nic
+		if nic.IPv4 != nil {
+			ip := *nic.IPv4
+			out.NICs[i].IPv4 = &ip
+		}
+		if nic.IPv6 != nil {
+			ip := *nic.IPv6
+			out.NICs[i].IPv6 = &ip
+		}
+	}
+	return out
 }
 
 func notFound(op, format string, args ...any) error {
@@ -276,14 +324,27 @@ func (c *Client) UpdateVM(ctx context.Context, vmID string, u ovirt.VMUpdate) er
 	if !ok {
 		return notFound("UpdateVM", "no VM with id %q", vmID)
 	}
+	if u.ClearCustomScript && u.CustomScript != nil {
+		// As the SDK client refuses it before any call.
+		return invalid("UpdateVM", "CustomScript and ClearCustomScript are exclusive")
+	}
 	if u.Comment != nil {
 		vm.Comment = *u.Comment
 	}
-	if u.ClearCustomScript {
+	if u.ClearCustomScript || u.CustomScript != nil {
+		script := ""
+		if u.CustomScript != nil {
+			script = *u.CustomScript
+		}
+		c.scripts[vmID] = script
+		// A VM seeded with PutVM has no spec: it gets none (CustomScript reads scripts).
 		if spec, ok := c.specs[vmID]; ok {
-			spec.CustomScript = ""
+			spec.CustomScript = script
 			c.specs[vmID] = spec
 		}
+	}
+	if u.Network != nil {
+		c.networks[vmID] = cloneNetwork(u.Network)
 	}
 	return nil
 }
@@ -676,6 +737,8 @@ func (c *Client) RemoveVM(ctx context.Context, vmID string) error {
 	}
 	delete(c.vms, vmID)
 	delete(c.specs, vmID)
+	delete(c.networks, vmID)
+	delete(c.scripts, vmID)
 	// As the Engine's database does, the VM leaves its affinity groups.
 	for _, g := range c.groups {
 		g.VMIDs = slices.DeleteFunc(g.VMIDs, func(id string) bool { return id == vmID })

@@ -94,3 +94,54 @@ func TestFakeFactory(t *testing.T) {
 	g.Expect(f.Forgotten()).To(Equal([]string{"p"}))
 	g.Expect(f.Closed()).To(BeTrue())
 }
+
+func TestFakeUpdateVMRecordsTheNetworkAndTheCustomScript(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := fake.NewDefaultClient()
+	cl, err := c.FindCluster(ctx, "Default")
+	g.Expect(err).NotTo(HaveOccurred())
+	tpl, err := c.FindTemplate(ctx, "rhcos-4.14", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	vm, err := c.CreateVM(ctx, ovirt.VMSpec{Name: "m1", ClusterID: cl.ID, TemplateID: tpl.ID, CustomScript: "first"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Network(vm.ID)).To(BeNil(), "no Network update yet")
+
+	net := &ovirt.NetworkConfig{
+		NICs: []ovirt.NICConfiguration{{Name: "eth0", IPv4Boot: ovirt.BootProtocolStatic,
+			IPv4: &ovirt.IPConfig{Address: "10.0.0.5", Prefix: 24, Gateway: "10.0.0.1"}}},
+		DNSServers: []string{"10.0.0.53"},
+	}
+	script := "ignition with keyfiles"
+	g.Expect(c.UpdateVM(ctx, vm.ID, ovirt.VMUpdate{Network: net, CustomScript: &script})).To(Succeed())
+	net.NICs[0].IPv4.Address = "changed by the caller"
+	got := c.Network(vm.ID)
+	g.Expect(got.NICs).To(HaveLen(1))
+	g.Expect(got.NICs[0].IPv4.Address).To(Equal("10.0.0.5"), "a copy is kept")
+	g.Expect(got.DNSServers).To(Equal([]string{"10.0.0.53"}))
+	spec, _ := c.Spec(vm.ID)
+	g.Expect(spec.CustomScript).To(Equal(script), "the spec follows the update")
+	s, ok := c.CustomScript(vm.ID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(s).To(Equal(script))
+
+	g.Expect(c.UpdateVM(ctx, vm.ID, ovirt.VMUpdate{ClearCustomScript: true, CustomScript: &script})).To(MatchError(ovirt.ErrInvalid))
+	g.Expect(c.UpdateVM(ctx, vm.ID, ovirt.VMUpdate{ClearCustomScript: true})).To(Succeed())
+	s, _ = c.CustomScript(vm.ID)
+	g.Expect(s).To(BeEmpty())
+	g.Expect(c.Network(vm.ID)).NotTo(BeNil(), "a script update leaves the network")
+
+	// A VM seeded with PutVM has no spec; its script is still recorded.
+	seeded := c.PutVM(ovirt.VM{Name: "seeded"})
+	_, ok = c.CustomScript(seeded.ID)
+	g.Expect(ok).To(BeFalse())
+	g.Expect(c.UpdateVM(ctx, seeded.ID, ovirt.VMUpdate{CustomScript: &script})).To(Succeed())
+	s, ok = c.CustomScript(seeded.ID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(s).To(Equal(script))
+	_, ok = c.Spec(seeded.ID)
+	g.Expect(ok).To(BeFalse())
+
+	g.Expect(c.RemoveVM(ctx, vm.ID)).To(Succeed())
+	g.Expect(c.Network(vm.ID)).To(BeNil())
+}

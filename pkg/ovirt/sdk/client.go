@@ -841,21 +841,42 @@ func (c *client) EngineInfo(ctx context.Context) (ovirt.EngineInfo, error) {
 
 // UpdateVM implements ovirt.Client with PUT /vms/{id}. The Engine merges the initialization
 // tags it is sent onto the stored ones, so <initialization><custom_script/></initialization>
-// clears the script and keeps the host name (an empty <initialization/> would remove it all).
+// clears the script and keeps the host name (an empty <initialization/> would remove it all);
+// likewise a Network update sends nic_configurations, dns_servers and dns_search (empty ones
+// clear) and nothing else of the initialization. The custom script is never logged: the
+// request is not, and no error built here quotes it.
 func (c *client) UpdateVM(ctx context.Context, vmID string, u ovirt.VMUpdate) error {
 	const op = "UpdateVM"
 	if vmID == "" {
 		return invalid(op, "VM id is empty")
 	}
-	if u.Comment == nil && !u.ClearCustomScript {
+	if u.ClearCustomScript && u.CustomScript != nil {
+		return invalid(op, "CustomScript and ClearCustomScript are exclusive")
+	}
+	if u.Comment == nil && !u.ClearCustomScript && u.CustomScript == nil && u.Network == nil {
 		return nil
 	}
 	b := ovirtsdk.NewVmBuilder()
 	if u.Comment != nil {
 		b.Comment(xmlText(*u.Comment))
 	}
-	if u.ClearCustomScript {
-		b.InitializationBuilder(ovirtsdk.NewInitializationBuilder().CustomScript(""))
+	var ib *ovirtsdk.InitializationBuilder
+	if u.ClearCustomScript || u.CustomScript != nil || u.Network != nil {
+		ib = ovirtsdk.NewInitializationBuilder()
+	}
+	switch {
+	case u.ClearCustomScript:
+		ib.CustomScript("")
+	case u.CustomScript != nil:
+		ib.CustomScript(xmlText(*u.CustomScript))
+	}
+	if u.Network != nil {
+		if err := buildNetwork(op, ib, u.Network); err != nil {
+			return err
+		}
+	}
+	if ib != nil {
+		b.InitializationBuilder(ib)
 	}
 	vm, err := b.Build()
 	if err != nil {

@@ -1,5 +1,5 @@
 // Command capi-core runs Cluster API's core reconcilers (Cluster, Machine, MachineSet,
-// MachineDeployment) against a management cluster. The demo starts it next to the CAPOV
+// MachineDeployment, ClusterClass and the managed topology ones) against a management cluster. The demo starts it next to the CAPOV
 // binaries so that a MachineDeployment really turns into OVirtMachines and VMs.
 package main
 
