@@ -1,6 +1,6 @@
 module github.com/capov/capov/test/bench
 
-go 1.26.0
+go 1.26.2
 
 // The benchmark is its own module so that its chart rendering (golang.org/x/image) stays out
 // of the product's go.mod; the product and API modules come from this repository.
@@ -78,6 +78,7 @@ require (
 	github.com/spf13/cast v1.10.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.68.0 // indirect
