@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/gomega/gstruct"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -19,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
-	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
 
@@ -205,22 +203,15 @@ func TestMachineDeletedWhileWaitingForItsAddress(t *testing.T) {
 func TestControlPlaneEndpointFromAPool(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := "t-ep-" + strings.ToLower(rand.String(5))
-	g.Expect(k8s.Create(ctx, harness.Namespace(ns))).To(Succeed())
-	cluster := harness.Cluster(ns, "vip")
-	cluster.Labels = filterLabels(mainFilter)
-	g.Expect(k8s.Create(ctx, cluster)).To(Succeed())
-	oc := harness.OVirtCluster(cluster, "", 0)
-	for k, v := range filterLabels(mainFilter) {
-		oc.Labels[k] = v
-	}
-	oc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
-	oc.Spec.ControlPlaneEndpointFromPool = &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "GlobalInClusterIPPool", Name: "vips"}
-	g.Expect(k8s.Create(ctx, oc)).To(Succeed())
+	tc := newTestClusterWith(t, mainFilter, func(oc *infrav1.OVirtCluster) {
+		oc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+		oc.Spec.ControlPlaneEndpointFromPool = &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "GlobalInClusterIPPool", Name: "vips"}
+	})
+	ns, oc := tc.ns, tc.oc
 
 	claim := &ipamv1.IPAddressClaim{}
 	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vip-control-plane-endpoint"}, claim)).To(Succeed())
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: oc.Name + "-control-plane-endpoint"}, claim)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
 	g.Expect(metav1.IsControlledBy(claim, oc)).To(BeTrue())
 	g.Expect(claim.Spec.PoolRef.Kind).To(Equal("GlobalInClusterIPPool"))

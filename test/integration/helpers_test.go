@@ -38,6 +38,7 @@ type testCluster struct {
 	ns      string
 	filter  string
 	cluster *clusterv1.Cluster
+	oc      *infrav1.OVirtCluster
 }
 
 func filterLabels(filter string) map[string]string {
@@ -47,6 +48,14 @@ func filterLabels(filter string) map[string]string {
 // newTestCluster creates a namespace and a provisioned Cluster whose objects carry the watch
 // filter of the manager that should act on them.
 func newTestCluster(t *testing.T, filter string) *testCluster {
+	t.Helper()
+	return newTestClusterWith(t, filter, nil)
+}
+
+// newTestClusterWith is newTestCluster with a change of the OVirtCluster before it is created;
+// the Cluster is marked provisioned only when the OVirtCluster has an endpoint host (else the
+// test waits for the manager).
+func newTestClusterWith(t *testing.T, filter string, mutate func(*infrav1.OVirtCluster)) *testCluster {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -59,10 +68,15 @@ func newTestCluster(t *testing.T, filter string) *testCluster {
 	for k, v := range filterLabels(filter) {
 		oc.Labels[k] = v
 	}
+	if mutate != nil {
+		mutate(oc)
+	}
 	g.Expect(k8s.Create(ctx, oc)).To(Succeed())
 	g.Expect(k8s.Create(ctx, harness.KubeconfigSecret(cluster, kubeconfig))).To(Succeed())
-	g.Expect(harness.SetInfrastructureProvisioned(ctx, k8s, cluster)).To(Succeed())
-	return &testCluster{ns: ns, filter: filter, cluster: cluster}
+	if oc.Spec.ControlPlaneEndpoint.Host != "" {
+		g.Expect(harness.SetInfrastructureProvisioned(ctx, k8s, cluster)).To(Succeed())
+	}
+	return &testCluster{ns: ns, filter: filter, cluster: cluster, oc: oc}
 }
 
 // Realistic bootstrap data: Ignition for rhcos_x64 templates, cloud-config for the others (the
