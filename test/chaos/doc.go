@@ -11,8 +11,8 @@
 //	I1 at most one VM per machine (by the owner marker in the VM comment)
 //	I2 no write to a VM that does not carry our marker at that moment
 //	I3 no out-of-band (CSI) disk ever deleted
-//	I4 no VM left without an OVirtMachine at the end (except a moved one), and no affinity
-//	   group left without its OVirtCluster
+//	I4 no VM left without an OVirtMachine at the end (except a moved one), no affinity
+//	   group left without its OVirtCluster, and no IPAddressClaim left without its machine
 //	I5 every finalizer drops within a bound after the fault heals
 //	I6 per-path oVirt call-rate ceilings hold during the fault
 //	I7 planted sentinels (Engine password, SSO tokens, bootstrap data) never appear in logs,

@@ -13,9 +13,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,17 +58,32 @@ func (w *World) bootstrapData() string {
 // NewCluster creates a scenario's cluster in namespace ns and waits until Cluster API reports
 // its infrastructure provisioned.
 func (w *World) NewCluster(ctx context.Context, ns string) (*Cluster, error) {
-	return newCluster(ctx, w, w.C, ns)
+	return newCluster(ctx, w, w.C, ns, true)
 }
 
-func newCluster(ctx context.Context, w *World, c client.Client, ns string) (*Cluster, error) {
+// workersPool is the InClusterIPPool of a chaos namespace (the in-cluster IPAM provider serves
+// it): the workers' NICs take their static addresses from it.
+func workersPool(ns string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+		"metadata": map[string]any{"namespace": ns, "name": "workers"},
+		"spec":     map[string]any{"addresses": []any{"10.50.0.10-10.50.0.250"}, "prefix": int64(24), "gateway": "10.50.0.1"},
+	}}
+}
+
+func newCluster(ctx context.Context, w *World, c client.Client, ns string, staticIPs bool) (*Cluster, error) {
 	w.Watcher.AddNamespace(ns)
 	cl := &Cluster{NS: ns, Name: "c1", MD: ns + "-md", C: c, w: w}
 	cluster := harness.Cluster(ns, cl.Name)
 	// The workers of the MachineDeployment are kept apart (a Soft affinity group per cluster),
-	// so that every scenario also creates, joins and deletes affinity groups under its fault.
+	// so that every scenario also creates, joins and deletes affinity groups under its fault;
+	// and they take static addresses from an IPAM pool, so that every scenario also claims and
+	// releases addresses under its fault (I4 checks that no claim outlives its machine).
 	workers := machineSpec()
 	workers.AntiAffinity = infrav1.AntiAffinitySoft
+	if staticIPs {
+		workers.NICs[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "workers"}}
+	}
 	tpl := &infrav1.OVirtMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
 		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: workers}},
@@ -76,6 +93,9 @@ func newCluster(ctx context.Context, w *World, c client.Client, ns string) (*Clu
 		harness.KubeconfigSecret(cluster, w.Stack.WorkloadKubeconfig),
 		harness.BootstrapSecret(ns, "bootstrap-data", cl.Name, w.bootstrapData(), "ignition"),
 		tpl, cl.machineDeployment(0),
+	}
+	if staticIPs {
+		objs = append(objs, workersPool(ns))
 	}
 	for _, o := range objs {
 		if err := createRetrying(ctx, c, o); err != nil {
@@ -485,6 +505,7 @@ func readyReason(om *infrav1.OVirtMachine) string {
 // until every OVirtMachine and the Cluster are gone, at most bound (I5). Then no VM may be left
 // whose marker names the namespace (I4). It returns how long the deletion took.
 func (cl *Cluster) Delete(ctx context.Context, bound time.Duration) (time.Duration, error) {
+	cl.logStaticAddresses(ctx)
 	start := time.Now()
 	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cl.NS, Name: cl.Name}}
 	var err error
@@ -550,6 +571,7 @@ func (cl *Cluster) waitGone(ctx context.Context, start time.Time, bound time.Dur
 // every affinity group the manager made for a cluster of that namespace (named
 // "capov-<namespace>-<cluster>-..."): the OVirtCluster deletes its groups before its finalizer drops.
 func (cl *Cluster) CheckNoVMs(ns string) {
+	cl.checkNoClaims(ns)
 	for _, g := range cl.w.Sim.AffinityGroups("") {
 		if strings.HasPrefix(g.Name, "capov-"+ns+"-"+cl.Name+"-") {
 			cl.w.Watcher.Violate("I4|group|"+g.ID, I4, fmt.Sprintf("affinity group %s (oVirt cluster %s, VMs %v) outlived the OVirtCluster of namespace %s", g.Name, g.Cluster, g.VMs, ns),
@@ -569,4 +591,47 @@ func deletedReason(om *infrav1.OVirtMachine) string {
 		return fmt.Sprintf("MachineDeleted=%s %s: %s", c.Status, c.Reason, c.Message)
 	}
 	return readyReason(om)
+}
+
+// checkNoClaims records an I4 violation for every IPAddressClaim of a machine of namespace ns
+// that is still there (beyond the moment its IPAM provider takes to drop its finalizer): the
+// manager releases a machine's addresses once its VM is gone.
+func (cl *Cluster) checkNoClaims(ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var left []ipamv1.IPAddressClaim
+	_ = poll(ctx, 30*time.Second, 500*time.Millisecond, func() (bool, error) {
+		list := &ipamv1.IPAddressClaimList{}
+		if err := cl.C.List(ctx, list, client.InNamespace(ns), client.HasLabels{infrav1.IPAddressClaimMachineLabel}); err != nil {
+			return false, nil //nolint:nilerr // the API server may be briefly down in a scenario: retry
+		}
+		left = list.Items
+		return len(left) == 0, nil
+	})
+	for _, c := range left {
+		cl.w.Watcher.Violate("I4|claim|"+ns+"/"+c.Name, I4, fmt.Sprintf("IPAddressClaim %s/%s (machine %s) outlived its OVirtMachine: its address is never given back",
+			ns, c.Name, c.Labels[infrav1.IPAddressClaimMachineLabel]), "IPAddressClaim "+c.Name)
+	}
+}
+
+// logStaticAddresses logs how many machines of the cluster hold an address claimed from the
+// workers' pool before the cluster is deleted (so that a run shows the claims it released), and
+// records an I4 violation for a provisioned machine whose first address is not its claimed one.
+func (cl *Cluster) logStaticAddresses(ctx context.Context) {
+	list := &infrav1.OVirtMachineList{}
+	if err := cl.C.List(ctx, list, client.InNamespace(cl.NS)); err != nil {
+		return
+	}
+	static := 0
+	for _, om := range list.Items {
+		if len(om.Spec.NICs) == 0 || len(om.Spec.NICs[0].AddressesFromPools) == 0 || !ptr.Deref(om.Status.Initialization.Provisioned, false) {
+			continue
+		}
+		static++
+		if len(om.Status.Addresses) == 0 || !strings.HasPrefix(om.Status.Addresses[0].Address, "10.50.0.") {
+			cl.w.Watcher.Violate("I4|address|"+om.Namespace+"/"+om.Name, I4, fmt.Sprintf("provisioned OVirtMachine %s/%s has addresses %v, not the one claimed from pool workers (10.50.0.0/24)",
+				om.Namespace, om.Name, om.Status.Addresses), "OVirtMachine "+om.Name)
+		}
+	}
+	cl.w.Logf("[%s] %d provisioned machines with static addresses from pool workers before the deletion", cl.NS, static)
 }

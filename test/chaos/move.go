@@ -32,7 +32,7 @@ const capiVersion = "v1.14.2"
 // VM by its providerID (the marker names the same namespace/name; the uid changes) and its
 // deletion must remove them all.
 func runMove(ctx context.Context, r *Run) error {
-	if err := r.NewCluster(ctx); err != nil {
+	if err := r.NewDHCPCluster(ctx); err != nil {
 		return err
 	}
 	w := r.W

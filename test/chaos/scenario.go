@@ -71,7 +71,17 @@ func (r *Run) Namespace() string {
 
 // NewCluster creates the scenario's cluster and driver.
 func (r *Run) NewCluster(ctx context.Context) error {
-	cl, err := r.W.NewCluster(ctx, r.Namespace())
+	return r.newCluster(ctx, true)
+}
+
+// NewDHCPCluster is NewCluster with workers on DHCP (no IPAM pool): for the clusterctl move
+// scenario, whose target management cluster runs no IPAM provider.
+func (r *Run) NewDHCPCluster(ctx context.Context) error {
+	return r.newCluster(ctx, false)
+}
+
+func (r *Run) newCluster(ctx context.Context, staticIPs bool) error {
+	cl, err := newCluster(ctx, r.W, r.W.C, r.Namespace(), staticIPs)
 	if err != nil {
 		return err
 	}

@@ -122,6 +122,8 @@ func StartWorld(ctx context.Context, cfg Config, seed uint64, workDir string, lo
 		// As a process, Cluster API's reconcilers neither compete with the watcher for the test
 		// process nor hold its stop for their 30 s graceful shutdown.
 		CAPIAsProcess: true,
+		// The workers take static addresses from an InClusterIPPool (newCluster).
+		WithIPAM: true,
 	})
 	if err != nil {
 		return nil, err
