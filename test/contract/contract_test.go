@@ -46,11 +46,16 @@ func TestCRDsFollowTheContract(t *testing.T) {
 		scope         apiextensionsv1.ResourceScope
 		contractLabel bool
 		moveHierarchy bool
+		// v1beta2Only: a kind new in v1beta2 (no v1beta1 version, no v1beta1 contract label,
+		// no status).
+		v1beta2Only bool
 	}{
-		{"OVirtProvider", apiextensionsv1.ClusterScoped, false, true},
-		{"OVirtCluster", apiextensionsv1.NamespaceScoped, true, false},
-		{"OVirtMachine", apiextensionsv1.NamespaceScoped, true, false},
-		{"OVirtMachineTemplate", apiextensionsv1.NamespaceScoped, true, false},
+		{"OVirtProvider", apiextensionsv1.ClusterScoped, false, true, false},
+		{"OVirtCluster", apiextensionsv1.NamespaceScoped, true, false, false},
+		{"OVirtMachine", apiextensionsv1.NamespaceScoped, true, false, false},
+		{"OVirtMachineTemplate", apiextensionsv1.NamespaceScoped, true, false, false},
+		// The InfraClusterTemplate of a ClusterClass: Cluster API reads its contract label.
+		{"OVirtClusterTemplate", apiextensionsv1.NamespaceScoped, true, false, true},
 	}
 	g := NewWithT(t)
 	g.Expect(crds).To(HaveLen(len(tests)))
@@ -63,6 +68,14 @@ func TestCRDsFollowTheContract(t *testing.T) {
 			g.Expect(crd.Spec.Scope).To(Equal(tt.scope))
 			g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"))
 			g.Expect(crd.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io", ""))
+			if tt.v1beta2Only {
+				g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1beta2"))
+				g.Expect(crd.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta1"), "no v1beta1 version to name")
+				g.Expect(crd.Spec.Versions).To(HaveLen(1))
+				g.Expect(crd.Spec.Versions[0].Name).To(Equal("v1beta2"))
+				g.Expect(crd.Spec.Versions[0].Served && crd.Spec.Versions[0].Storage).To(BeTrue())
+				return
+			}
 			if tt.contractLabel {
 				// CAPI tries the newest contract first: with both labels it reads v1beta2 (and
 				// status.initialization.provisioned); v1beta1 stays declared for older cores.
