@@ -51,6 +51,7 @@ func shippedVariables() []clusterv1.ClusterVariable {
 		v("controlPlaneMachine", `{"cpuSockets":1,"cpuCores":4,"memoryMB":8192,"osDiskSizeGB":30}`),
 		v("workerMachine", `{"cpuSockets":1,"cpuCores":2,"memoryMB":5120,"osDiskSizeGB":25}`),
 		v("sshAuthorizedKeys", `["`+shippedKey+`"]`),
+		v("failureDomains", `[{"name":"fd-a","ovirtcluster":"Default"},{"name":"fd-b","ovirtcluster":"Secondary","controlPlane":false}]`),
 	}
 }
 
@@ -135,6 +136,14 @@ var _ = Describe("The shipped ClusterClass builds a cluster with static addresse
 		}, wait, poll).Should(Succeed())
 		Expect(oc.Spec.Provider).To(Equal(providerName))
 		Expect(oc.Spec.ControlPlaneAntiAffinity).To(Equal(infrav1.AntiAffinitySoft))
+		Expect(oc.Spec.FailureDomains).To(Equal([]infrav1.OVirtFailureDomain{
+			{Name: "fd-a", OVirtCluster: "Default"}, {Name: "fd-b", OVirtCluster: "Secondary", ControlPlane: ptr.To(false)},
+		}), "the failure-domains patch")
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
+			g.Expect(c.Status.FailureDomains).To(ConsistOf(HaveField("Name", "fd-a"), HaveField("Name", "fd-b")), "Cluster API copied the published failure domains")
+		}, wait, poll).Should(Succeed())
 
 		kcp := &unstructured.Unstructured{}
 		kcp.SetGroupVersionKind(kcpGVK)
