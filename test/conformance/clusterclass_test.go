@@ -115,14 +115,7 @@ var _ = Describe("The shipped ClusterClass builds a cluster with static addresse
 	})
 
 	It("accepts every variable and patches the OVirtCluster, which CAPOV provisions", func(ctx SpecContext) {
-		Eventually(func(g Gomega) {
-			cc := &clusterv1.ClusterClass{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: shippedNS, Name: "ovirt"}, cc)).To(Succeed())
-			g.Expect(cc.Status.ObservedGeneration).To(Equal(cc.Generation))
-			ready := findCondition(cc.Status.Conditions, clusterv1.ClusterClassVariablesReadyCondition)
-			g.Expect(ready).NotTo(BeNil())
-			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
-		}, wait, poll).Should(Succeed())
+		expectClassReady(ctx, shippedNS, "ovirt")
 		Expect(mgmt.Create(ctx, cluster)).To(Succeed())
 		Expect(mgmt.Create(ctx, harness.KubeconfigSecret(cluster, stack.WorkloadKubeconfig))).To(Succeed())
 		oc := &infrav1.OVirtCluster{}
@@ -200,13 +193,7 @@ var _ = Describe("The shipped ClusterClass builds a cluster with static addresse
 			Expect(in.Network[0].Addresses).To(Equal([]string{ip + "/24"}))
 			Expect(in.Network[0].DNSServers).To(Equal([]string{"10.31.0.53"}))
 		}
-		Eventually(func(g Gomega) {
-			c := &clusterv1.Cluster{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
-			rec := findCondition(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
-			g.Expect(rec).NotTo(BeNil())
-			g.Expect(rec.Status).To(Equal(metav1.ConditionTrue), rec.Message)
-		}, wait, poll).Should(Succeed())
+		expectTopologyReconciled(ctx, cluster)
 	})
 
 	It("deletes the VMs and releases the addresses with the Cluster", func(ctx SpecContext) {

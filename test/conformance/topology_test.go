@@ -96,15 +96,8 @@ var _ = Describe("CAPI's topology reconciler creates a cluster from the ClusterC
 	})
 
 	It("reconciles the ClusterClass and creates the OVirtCluster from its template with the patched endpoint, which CAPOV provisions", func(ctx SpecContext) {
-		Eventually(func(g Gomega) {
-			cc := &clusterv1.ClusterClass{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: topoNS, Name: topoClass}, cc)).To(Succeed())
-			g.Expect(cc.Status.ObservedGeneration).To(Equal(cc.Generation))
-			ready := findCondition(cc.Status.Conditions, clusterv1.ClusterClassVariablesReadyCondition)
-			g.Expect(ready).NotTo(BeNil())
-			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
-			g.Expect(cc.Status.Variables).To(ConsistOf(HaveField("Name", "endpointHost"), HaveField("Name", "workerMemoryMB")))
-		}, wait, poll).Should(Succeed())
+		cc := expectClassReady(ctx, topoNS, topoClass)
+		Expect(cc.Status.Variables).To(ConsistOf(HaveField("Name", "endpointHost"), HaveField("Name", "workerMemoryMB")))
 
 		Expect(mgmt.Create(ctx, cluster)).To(Succeed())
 		// The kubeconfig Secret is KubeadmControlPlane's to write; written now, CAPI's
@@ -192,13 +185,7 @@ var _ = Describe("CAPI's topology reconciler creates a cluster from the ClusterC
 		Expect(tpl.Spec.Template.Spec.CPU.Cores).To(BeEquivalentTo(2))
 
 		expectTopologyVMs(ctx, 1)
-		Eventually(func(g Gomega) {
-			c := &clusterv1.Cluster{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
-			rec := findCondition(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
-			g.Expect(rec).NotTo(BeNil())
-			g.Expect(rec.Status).To(Equal(metav1.ConditionTrue), rec.Message)
-		}, wait, poll).Should(Succeed())
+		expectTopologyReconciled(ctx, cluster)
 	})
 
 	It("scales the MachineDeployment topology from 1 to 2 replicas", func(ctx SpecContext) {
@@ -458,4 +445,29 @@ func topologyState(ctx context.Context) string {
 		fmt.Fprintf(&b, "VM %s %s\n", id, name)
 	}
 	return b.String()
+}
+
+// expectClassReady waits until CAPI's ClusterClass reconciler has reconciled the class and
+// accepted its variables, and returns it.
+func expectClassReady(ctx context.Context, namespace, name string) *clusterv1.ClusterClass {
+	cc := &clusterv1.ClusterClass{}
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cc)).To(Succeed())
+		g.Expect(cc.Status.ObservedGeneration).To(Equal(cc.Generation))
+		ready := findCondition(cc.Status.Conditions, clusterv1.ClusterClassVariablesReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
+	}, wait, poll).Should(Succeed())
+	return cc
+}
+
+// expectTopologyReconciled waits until the Cluster's TopologyReconciled condition is True.
+func expectTopologyReconciled(ctx context.Context, cluster *clusterv1.Cluster) {
+	Eventually(func(g Gomega) {
+		c := &clusterv1.Cluster{}
+		g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
+		rec := findCondition(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
+		g.Expect(rec).NotTo(BeNil())
+		g.Expect(rec.Status).To(Equal(metav1.ConditionTrue), rec.Message)
+	}, wait, poll).Should(Succeed())
 }
