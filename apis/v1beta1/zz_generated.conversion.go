@@ -937,6 +937,8 @@ func autoConvert_v1beta2_OVirtProviderSpec_To_v1beta1_OVirtProviderSpec(in *v1be
 	out.DiskClone = (*bool)(unsafe.Pointer(in.DiskClone))
 	out.StorageDomainName = in.StorageDomainName
 	// WARNING: in.AllowedNamespaces requires manual conversion: does not exist in peer-type
+	// WARNING: in.OrphanedVMs requires manual conversion: does not exist in peer-type
+	// WARNING: in.OrphanedVMsGracePeriod requires manual conversion: does not exist in peer-type
 	return nil
 }
 
@@ -977,6 +979,7 @@ func autoConvert_v1beta2_OVirtProviderStatus_To_v1beta1_OVirtProviderStatus(in *
 	out.EngineVersion = in.EngineVersion
 	out.LastCheckTime = (*v1.Time)(unsafe.Pointer(in.LastCheckTime))
 	out.ObservedGeneration = in.ObservedGeneration
+	// WARNING: in.Inventory requires manual conversion: does not exist in peer-type
 	// WARNING: in.Deprecated requires manual conversion: does not exist in peer-type
 	return nil
 }

@@ -19,6 +19,33 @@ const (
 	DeletingCondition = "Deleting"
 )
 
+// OrphanedVMsCondition reports the orphaned VMs of the provider's Engine (VMs with this
+// management cluster's owner marker and no OVirtMachine; see spec.orphanedVMs). False with
+// reason NoOrphanedVMs; True with reason OrphanedVMsFound (Report), OrphanedVMsDeleting (Delete:
+// the message says when each will be removed) or OrphanedVMsNotDeletable (Delete, but a VM
+// carries a non-system disk). The message gives the count and names the first VMs. Unknown with
+// reason InventoryPending until the first inventory finished. It is not part of the Ready
+// summary.
+const OrphanedVMsCondition = "OrphanedVMs"
+
+// Reasons of OrphanedVMs.
+const (
+	// NoOrphanedVMsReason: every VM with this management cluster's owner marker has its
+	// OVirtMachine.
+	NoOrphanedVMsReason = "NoOrphanedVMs"
+	// OrphanedVMsFoundReason: orphaned VMs exist and spec.orphanedVMs is Report.
+	OrphanedVMsFoundReason = "OrphanedVMsFound"
+	// OrphanedVMsDeletingReason: orphaned VMs exist and spec.orphanedVMs is Delete: each is
+	// removed once its grace period has passed.
+	OrphanedVMsDeletingReason = "OrphanedVMsDeleting"
+	// OrphanedVMsNotDeletableReason: spec.orphanedVMs is Delete, but an orphaned VM has a disk
+	// that is not a system disk attached (a CSI volume): it is left alone until the disk is
+	// detached.
+	OrphanedVMsNotDeletableReason = "OrphanedVMsNotDeletable"
+	// InventoryPendingReason: the first inventory of the Engine has not finished.
+	InventoryPendingReason = "InventoryPending"
+)
+
 // Reasons of TLSVerified.
 const (
 	// SystemCAReason: the Engine certificate is verified against the system CA pool (no

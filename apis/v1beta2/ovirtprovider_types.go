@@ -1,6 +1,8 @@
 package v1beta2
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
@@ -65,7 +67,46 @@ type OVirtProviderSpec struct {
 	// cluster.x-k8s.io/conversion-data annotation.
 	// +optional
 	AllowedNamespaces *OVirtProviderAllowedNamespaces `json:"allowedNamespaces,omitempty"`
+
+	// orphanedVMs says what the manager does with an orphaned VM of this Engine: a VM whose
+	// CAPOV owner marker names this management cluster but whose OVirtMachine does not exist
+	// (deleted with its finalizer removed by hand, a failed clusterctl move, a restore that
+	// lost it). Report (the default) only reports it: status.inventory.orphanedVMs, the
+	// OrphanedVMs condition, the capov_orphaned_vms metric and a Warning event. Delete also
+	// removes it once it has been an orphan for spec.orphanedVMsGracePeriod, with the data
+	// safety rules of a machine deletion: a VM with a disk that is not bootable (a CSI volume)
+	// attached is never removed, only reported. VMs of other management clusters sharing the
+	// Engine are never orphans here. This field exists only in v1beta2; a v1beta1 client keeps
+	// it through the cluster.x-k8s.io/conversion-data annotation.
+	// +optional
+	OrphanedVMs OrphanedVMsPolicy `json:"orphanedVMs,omitempty"`
+
+	// orphanedVMsGracePeriod is how long a VM must stay an orphan before orphanedVMs: Delete
+	// removes it, for example "24h" (default 1h, at least 10m): long enough for a clusterctl
+	// move to finish, after which the target management cluster rewrites the owner markers.
+	// +optional
+	OrphanedVMsGracePeriod *metav1.Duration `json:"orphanedVMsGracePeriod,omitempty"`
 }
+
+// OrphanedVMsPolicy is what the manager does with orphaned VMs.
+// +kubebuilder:validation:Enum=Report;Delete
+type OrphanedVMsPolicy string
+
+// Orphaned VM policies.
+const (
+	// OrphanedVMsReport reports orphaned VMs and leaves them alone (the default).
+	OrphanedVMsReport OrphanedVMsPolicy = "Report"
+	// OrphanedVMsDelete removes orphaned VMs after the grace period, as a machine deletion
+	// would.
+	OrphanedVMsDelete OrphanedVMsPolicy = "Delete"
+)
+
+// DefaultOrphanedVMsGracePeriod and MinOrphanedVMsGracePeriod bound
+// spec.orphanedVMsGracePeriod.
+const (
+	DefaultOrphanedVMsGracePeriod = time.Hour
+	MinOrphanedVMsGracePeriod     = 10 * time.Minute
+)
 
 // OVirtProviderAllowedNamespaces selects the namespaces that may use an OVirtProvider: those
 // named in list, and those whose labels match selector (the union of both).
@@ -129,9 +170,32 @@ type OVirtProviderStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// inventory is what the last inventory of the Engine found: the manager lists the VMs that
+	// carry this management cluster's owner marker in bulk once per --inventory-interval (Ready
+	// machines read their VM from it instead of from the Engine). This field exists only in
+	// v1beta2.
+	// +optional
+	Inventory *OVirtProviderInventoryStatus `json:"inventory,omitempty"`
+
 	// deprecated groups the fields of the v1beta1 API version.
 	// +optional
 	Deprecated *OVirtProviderDeprecatedStatus `json:"deprecated,omitempty"`
+}
+
+// OVirtProviderInventoryStatus is the result of the last inventory of an Engine.
+type OVirtProviderInventoryStatus struct {
+	// lastTime is when the last inventory finished.
+	// +optional
+	LastTime *metav1.Time `json:"lastTime,omitempty"`
+
+	// vms is the number of VMs carrying this management cluster's owner marker.
+	// +optional
+	VMs *int32 `json:"vms,omitempty"`
+
+	// orphanedVMs is the number of those VMs whose OVirtMachine does not exist; the
+	// OrphanedVMs condition names the first of them.
+	// +optional
+	OrphanedVMs *int32 `json:"orphanedVMs,omitempty"`
 }
 
 // OVirtProviderDeprecatedStatus groups the deprecated status fields of OVirtProvider.
@@ -175,6 +239,8 @@ type OVirtProviderV1Beta1DeprecatedStatus struct {
 // +kubebuilder:printcolumn:name="Version",type="string",JSONPath=".status.engineVersion",description="oVirt Engine version"
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='CanConnectToOVirt')].reason",description="Why the Engine cannot be used"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="VMs",type="integer",priority=1,JSONPath=".status.inventory.vms",description="VMs with this management cluster's owner marker at the last inventory"
+// +kubebuilder:printcolumn:name="Orphans",type="integer",priority=1,JSONPath=".status.inventory.orphanedVMs",description="VMs whose OVirtMachine does not exist"
 
 // OVirtProvider stores the connection parameters of one oVirt Engine. It is cluster-scoped:
 // OVirtMachines of any namespace reference it by name in spec.provider.

@@ -138,7 +138,7 @@ func TestAConnectionProblemDoesNotUnreadyARunningMachine(t *testing.T) {
 func TestOwnerMarkerIdentifiesTheMachine(t *testing.T) {
 	g := NewWithT(t)
 	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: types.UID("1234")}}
-	vm := ovirt.VM{Comment: ownerMarker(om)}
+	vm := ovirt.VM{Comment: ownerMarker(om, "")}
 	g.Expect(ownedBy(vm, om)).To(BeTrue())
 	other := om.DeepCopy()
 	other.UID = "5678"

@@ -116,6 +116,12 @@ type OVirtMachineReconciler struct {
 	KeepBootstrapData bool
 	// WatchFilterValue limits reconciliation to labelled objects.
 	WatchFilterValue string
+	// ManagementClusterID is written into the owner marker of every VM (management-cluster=):
+	// it tells this management cluster's VMs from those of another sharing the Engine.
+	ManagementClusterID string
+	// Inventory, when set, gives Ready machines their VM from the per-provider bulk inventory
+	// instead of a read of their own, and wakes them when their VM changed.
+	Inventory *Inventory
 	// Now returns the time; tests may fix it.
 	Now func() time.Time
 
@@ -174,6 +180,9 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&ipamv1.IPAddressClaim{})
 	if r.ClusterCache != nil {
 		b = b.WatchesRawSource(r.ClusterCache.GetClusterSource("ovirtmachine", clusterToMachines))
+	}
+	if r.Inventory != nil {
+		b = b.WatchesRawSource(r.Inventory.Source())
 	}
 	c, err := b.Named("ovirtmachine").Build(r)
 	if err != nil {
@@ -243,6 +252,9 @@ type machineScope struct {
 	vm    *ovirt.VM
 	// vmRead is set when vm was just read from oVirt (it then counts as an observation).
 	vmRead bool
+	// listed is the VM as the provider's inventory listed it, when the machine takes it from
+	// there instead of reading it (ensureVM).
+	listed *ovirt.VM
 	// allocated are the addresses the IPAM pools allocated to each NIC (reconcileIPAddresses).
 	allocated [][]allocatedAddress
 }

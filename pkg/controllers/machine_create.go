@@ -158,7 +158,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	vmName := VMNameFor(om.Namespace, om.Name)
 	spec := ovirt.VMSpec{
 		Name: vmName, ClusterID: ocl.ID, TemplateID: tpl.ID, Clone: clone,
-		Type: ovirt.VMType(om.Spec.VMType), Comment: ownerMarker(om),
+		Type: ovirt.VMType(om.Spec.VMType), Comment: ownerMarker(om, r.ManagementClusterID),
 		Description: truncateText(fmt.Sprintf("Cluster API machine %s/%s of cluster %s, managed by CAPOV",
 			s.machine.Namespace, s.machine.Name, s.cluster.Name), maxDescriptionLength),
 		CustomScript: boot.value,

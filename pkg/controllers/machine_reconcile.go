@@ -84,17 +84,48 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 	// guest agent's addresses) once per four Node polls, to notice a VM that went away or got
 	// its addresses.
 	refresh := r.Intervals.VMRefresh
-	if !provisioned(om) || len(om.Status.Addresses) == 0 {
+	settled := provisioned(om) && len(om.Status.Addresses) > 0
+	if !settled {
 		refresh = min(refresh, 4*r.Intervals.NodePoll)
 	}
+	// statusOnly is what is left for a machine whose VM is up as last observed (waiting for the
+	// Node, or nothing for a Ready machine): it needs no oVirt call.
+	statusOnly := func() {
+		s.vm = &ovirt.VM{ID: om.Status.VMID, Name: vmNameOf(om), Status: ovirt.VMStatus(om.Status.VMState)}
+		phases = []phase{r.waitForClusterInfrastructure, r.reconcileNode}
+	}
+	observed := false
 	if vmStepsDone(om) && (r.KeepBootstrapData || ptr.Deref(om.Status.BootstrapDataCleared, false)) {
-		if wait, fresh := r.reads.fresh(key, r.Now(), refresh); fresh {
-			// The VM is up and was read less than VMRefresh ago: what is left (waiting for the
-			// Node, or nothing for a Ready machine) needs no oVirt call. Reconciles triggered by
-			// Machine or Node updates in between cost the Engine nothing.
-			s.vm = &ovirt.VM{ID: om.Status.VMID, Name: vmNameOf(om), Status: ovirt.VMStatus(om.Status.VMState)}
-			phases = []phase{r.waitForClusterInfrastructure, r.reconcileNode}
-			refresh = wait
+		if r.Inventory != nil && settled {
+			// A Ready machine takes its VM from the provider's inventory: no call of its own.
+			vm, complete, obs := r.Inventory.lookup(om.Spec.Provider, om.Status.VMID)
+			switch {
+			case obs == vmPending:
+				// After a start or a leader change: the first inventory wakes the machine.
+				return ctrl.Result{RequeueAfter: r.Inventory.pendingWait()}, nil
+			case obs == vmMissingOnce || obs == vmPresent && vm.Status == ovirt.VMStatusUp && !complete && markerCurrent(vm, om, r.ManagementClusterID):
+				// Missing once proves nothing yet; an inventory without devices cannot refresh
+				// the addresses: keep the last observation.
+				statusOnly()
+				observed = true
+			case obs == vmPresent && vm.Status == ovirt.VMStatusUp && markerCurrent(vm, om, r.ManagementClusterID):
+				// Up as listed, and provably ours: the steps after ensureVM only refresh what is
+				// recorded (addresses, host) and write nothing to oVirt.
+				s.listed = vm
+				observed = true
+			case obs == vmPresent, obs == vmMissing:
+				// Changed (down, another status, a marker to rewrite) or missing twice: act on a
+				// read of its own (ensureVM), never on the listing.
+				observed = true
+			}
+		}
+		if !observed {
+			if wait, fresh := r.reads.fresh(key, r.Now(), refresh); fresh {
+				// The VM is up and was read less than VMRefresh ago. Reconciles triggered by
+				// Machine or Node updates in between cost the Engine nothing.
+				statusOnly()
+				refresh = wait
+			}
 		}
 	}
 	for _, p := range phases {
@@ -244,6 +275,10 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		// The spec is immutable once providerID is set: nothing to retry.
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.InvalidProviderIDReason, clusterv1.ConditionSeverityError, "%s", msg)
 		return stop(ctrl.Result{}, nil)
+	}
+	if s.listed != nil {
+		// From the inventory, up and with this object's marker (reconcileNormal).
+		return r.recordVM(ctx, s, s.listed)
 	}
 	if id := vmIDOf(om); id != "" {
 		vm, err := s.ovirt.GetVM(ctx, id)

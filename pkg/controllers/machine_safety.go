@@ -66,20 +66,30 @@ const (
 )
 
 // markerPrefix starts the owner marker CAPOV writes into the comment of every VM it creates:
-// "capov ovirtmachine=<namespace>/<name> uid=<uid>".
+// "capov ovirtmachine=<namespace>/<name> uid=<uid> management-cluster=<id>".
 const markerPrefix = "capov ovirtmachine="
 
-// vmOwner is the OVirtMachine an owner marker names.
+// markerClusterField names the management cluster in the owner marker (see
+// OVirtMachineReconciler.ManagementClusterID). Markers written before it existed end after uid.
+const markerClusterField = "management-cluster="
+
+// vmOwner is the OVirtMachine an owner marker names, and the management cluster that wrote it
+// ("" for a marker without one).
 type vmOwner struct {
-	namespace, name, uid string
+	namespace, name, uid, cluster string
 }
 
 // ownerMarker is written into the VM comment at creation: it proves which OVirtMachine a VM
 // belongs to, so that a VM created just before a crash is adopted, never duplicated, a foreign
 // VM with the same name is never taken over, and a providerID naming somebody else's VM is
-// never acted upon.
-func ownerMarker(om *infrav1.OVirtMachine) string {
-	return fmt.Sprintf("%s%s/%s uid=%s", markerPrefix, om.Namespace, om.Name, om.UID)
+// never acted upon. mc is the management cluster's id ("" leaves the field out): it tells the
+// VMs of this management cluster from those of another sharing the Engine (inventory, orphans).
+func ownerMarker(om *infrav1.OVirtMachine, mc string) string {
+	m := fmt.Sprintf("%s%s/%s uid=%s", markerPrefix, om.Namespace, om.Name, om.UID)
+	if mc != "" {
+		m += " " + markerClusterField + mc
+	}
+	return m
 }
 
 // parseOwnerMarker reads the owner marker out of a VM comment (other text around it is kept by
@@ -97,25 +107,38 @@ func parseOwnerMarker(comment string) (vmOwner, bool) {
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return vmOwner{}, false
 	}
-	return vmOwner{namespace: ns, name: name, uid: strings.TrimPrefix(fields[1], "uid=")}, true
+	o := vmOwner{namespace: ns, name: name, uid: strings.TrimPrefix(fields[1], "uid=")}
+	if len(fields) > 2 {
+		o.cluster, _ = strings.CutPrefix(fields[2], markerClusterField)
+		if o.cluster == fields[2] {
+			o.cluster = ""
+		}
+	}
+	return o, true
 }
 
 // withOwnerMarker returns comment with its owner marker replaced by om's (or om's marker alone
 // when it had none).
-func withOwnerMarker(comment string, om *infrav1.OVirtMachine) string {
+func withOwnerMarker(comment string, om *infrav1.OVirtMachine, mc string) string {
 	i := strings.Index(comment, markerPrefix)
 	if i < 0 {
-		return ownerMarker(om)
+		return ownerMarker(om, mc)
 	}
 	rest := comment[i+len(markerPrefix):]
-	// The marker ends after its uid field.
+	// The marker ends after its uid field, or after its management-cluster field when it has one.
 	end := len(rest)
 	if u := strings.Index(rest, " uid="); u >= 0 {
 		if sp := strings.IndexAny(rest[u+len(" uid="):], " \t\n"); sp >= 0 {
 			end = u + len(" uid=") + sp
+			if after, ok := strings.CutPrefix(rest[end:], " "+markerClusterField); ok {
+				end = len(rest)
+				if sp := strings.IndexAny(after, " \t\n"); sp >= 0 {
+					end = len(rest) - len(after) + sp
+				}
+			}
 		}
 	}
-	return comment[:i] + ownerMarker(om) + rest[end:]
+	return comment[:i] + ownerMarker(om, mc) + rest[end:]
 }
 
 // ownedBy reports whether vm was created for exactly this object (namespace, name and UID):
@@ -123,6 +146,13 @@ func withOwnerMarker(comment string, om *infrav1.OVirtMachine) string {
 func ownedBy(vm ovirt.VM, om *infrav1.OVirtMachine) bool {
 	o, ok := parseOwnerMarker(vm.Comment)
 	return ok && o.namespace == om.Namespace && o.name == om.Name && o.uid == string(om.UID)
+}
+
+// markerCurrent reports whether vm's owner marker is exactly the one this object would write
+// now: its namespace, name, UID and this management cluster.
+func markerCurrent(vm *ovirt.VM, om *infrav1.OVirtMachine, mc string) bool {
+	o, ok := parseOwnerMarker(vm.Comment)
+	return ok && o == vmOwner{namespace: om.Namespace, name: om.Name, uid: string(om.UID), cluster: mc}
 }
 
 // proveOwnership checks, before any write to vm, that its owner marker names this object
@@ -147,16 +177,24 @@ func (r *OVirtMachineReconciler) proveOwnership(ctx context.Context, s *machineS
 		s.log.Info("Not touching a VM that does not carry this object's owner marker", "vmID", vm.ID, "markedFor", owner.namespace+"/"+owner.name)
 		return false, nil
 	}
-	if !refresh || owner.uid == string(om.UID) || vm.Status == ovirt.VMStatusImageLocked {
+	if !refresh || (owner.uid == string(om.UID) && owner.cluster == r.ManagementClusterID) || vm.Status == ovirt.VMStatusImageLocked {
 		// While oVirt creates the VM it refuses every edit: the marker is updated on a later
 		// read.
 		return true, nil
 	}
-	comment := withOwnerMarker(vm.Comment, om)
+	comment := withOwnerMarker(vm.Comment, om, r.ManagementClusterID)
 	if err := s.ovirt.UpdateVM(ctx, vm.ID, ovirt.VMUpdate{Comment: &comment}); err != nil {
 		return false, fmt.Errorf("updating the owner marker of VM %s: %w", vm.ID, err)
 	}
 	vm.Comment = comment
+	if owner.uid == string(om.UID) {
+		// Same object: a marker written before the management-cluster field existed, or by
+		// another management cluster before clusterctl move (which keeps UIDs only when the
+		// objects are restored with them).
+		s.log.Info("Updated the VM's owner marker to this management cluster", "vmID", vm.ID,
+			"previousManagementCluster", owner.cluster, "managementCluster", r.ManagementClusterID)
+		return true, nil
+	}
 	s.log.Info("Updated the VM's owner marker to this object's UID (recreated by clusterctl move or a restore)", "vmID", vm.ID, "previousUID", owner.uid)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventOwnerMarkerUpdated, "CheckOwner",
 		"VM %s carried the owner marker of an earlier object of the same name (UID %s); updated to this one", vm.ID, owner.uid)

@@ -35,11 +35,11 @@ func TestOwnerMarkerProvesOnlyTheObjectItNames(t *testing.T) {
 		want          vmOwner
 		ok            bool
 	}{
-		{"the marker CAPOV writes", ownerMarker(om), vmOwner{"team-a", "w-1", "uid-1"}, true},
-		{"a marker inside text an admin added", "keep me " + ownerMarker(om) + " (prod)", vmOwner{"team-a", "w-1", "uid-1"}, true},
+		{"the marker CAPOV writes", ownerMarker(om, ""), vmOwner{"team-a", "w-1", "uid-1", ""}, true},
+		{"a marker inside text an admin added", "keep me " + ownerMarker(om, "") + " (prod)", vmOwner{"team-a", "w-1", "uid-1", ""}, true},
 		{"no marker", "created by hand", vmOwner{}, false},
 		{"an empty comment", "", vmOwner{}, false},
-		{"two markers", ownerMarker(om) + " " + ownerMarker(om), vmOwner{}, false},
+		{"two markers", ownerMarker(om, "") + " " + ownerMarker(om, ""), vmOwner{}, false},
 		{"a marker without uid", "capov ovirtmachine=team-a/w-1", vmOwner{}, false},
 		{"a marker without namespace", "capov ovirtmachine=w-1 uid=uid-1", vmOwner{}, false},
 		{"a name with a slash", "capov ovirtmachine=a/b/c uid=x", vmOwner{}, false},
@@ -56,13 +56,13 @@ func TestOwnerMarkerProvesOnlyTheObjectItNames(t *testing.T) {
 func TestOwnedByNeedsNamespaceNameAndUID(t *testing.T) {
 	g := NewWithT(t)
 	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "w-1", UID: "uid-1"}}
-	g.Expect(ownedBy(ovirt.VM{Comment: ownerMarker(om)}, om)).To(BeTrue())
+	g.Expect(ownedBy(ovirt.VM{Comment: ownerMarker(om, "")}, om)).To(BeTrue())
 	other := om.DeepCopy()
 	other.UID = "uid-2"
-	g.Expect(ownedBy(ovirt.VM{Comment: ownerMarker(other)}, om)).To(BeFalse(), "an earlier object of the same name")
+	g.Expect(ownedBy(ovirt.VM{Comment: ownerMarker(other, "")}, om)).To(BeFalse(), "an earlier object of the same name")
 	other = om.DeepCopy()
 	other.Namespace = "team-b"
-	g.Expect(ownedBy(ovirt.VM{Comment: ownerMarker(other)}, om)).To(BeFalse(), "another namespace, same UID")
+	g.Expect(ownedBy(ovirt.VM{Comment: ownerMarker(other, "")}, om)).To(BeFalse(), "another namespace, same UID")
 	// The marker of earlier releases, "uid=<uid>" anywhere, is not enough any more.
 	g.Expect(ownedBy(ovirt.VM{Comment: "uid=uid-1"}, om)).To(BeFalse())
 }
@@ -72,9 +72,9 @@ func TestWithOwnerMarkerReplacesOnlyTheMarker(t *testing.T) {
 	old := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "old-uid"}}
 	moved := old.DeepCopy()
 	moved.UID = "new-uid"
-	g.Expect(withOwnerMarker(ownerMarker(old), moved)).To(Equal(ownerMarker(moved)))
-	g.Expect(withOwnerMarker("before "+ownerMarker(old)+" after", moved)).To(Equal("before " + ownerMarker(moved) + " after"))
-	g.Expect(withOwnerMarker("hand-made", moved)).To(Equal(ownerMarker(moved)))
+	g.Expect(withOwnerMarker(ownerMarker(old, ""), moved, "")).To(Equal(ownerMarker(moved, "")))
+	g.Expect(withOwnerMarker("before "+ownerMarker(old, "")+" after", moved, "")).To(Equal("before " + ownerMarker(moved, "") + " after"))
+	g.Expect(withOwnerMarker("hand-made", moved, "")).To(Equal(ownerMarker(moved, "")))
 }
 
 func TestStopRequestsBackOffToFiveMinutes(t *testing.T) {
@@ -271,7 +271,7 @@ func TestAVMThatNeverStopsIsAskedLessAndLessOften(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newMachineFixture(t)
-	vm := f.ov.PutVM(ovirt.VM{ID: "5a1e0000-0000-4000-8000-00000000057c", Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om),
+	vm := f.ov.PutVM(ovirt.VM{ID: "5a1e0000-0000-4000-8000-00000000057c", Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om, ""),
 		Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
 	stored := f.get(t)
 	stored.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
@@ -316,7 +316,7 @@ func TestAProviderIDNamingAForeignVMIsNeverWritten(t *testing.T) {
 	ctx := context.Background()
 	f := newMachineFixture(t)
 	victim := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db-0", UID: "victim-uid"}}
-	vm := f.ov.PutVM(ovirt.VM{ID: "71c71000-0000-4000-8000-000000000001", Name: "db-0", Status: ovirt.VMStatusUp, Comment: ownerMarker(victim),
+	vm := f.ov.PutVM(ovirt.VM{ID: "71c71000-0000-4000-8000-000000000001", Name: "db-0", Status: ovirt.VMStatusUp, Comment: ownerMarker(victim, ""),
 		Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
 	stored := f.get(t)
 	stored.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
@@ -412,7 +412,7 @@ func TestAVMLockedForTooLongIsReportedAndPolledLessOften(t *testing.T) {
 	f := newMachineFixture(t)
 	// Conditions carry the wall clock's transition times: the fake clock starts from it.
 	f.now = time.Now()
-	vm := f.ov.PutVM(ovirt.VM{ID: "10c6ed00-0000-4000-8000-000000000001", Name: "w-1", Status: ovirt.VMStatusImageLocked, Comment: ownerMarker(f.om),
+	vm := f.ov.PutVM(ovirt.VM{ID: "10c6ed00-0000-4000-8000-000000000001", Name: "w-1", Status: ovirt.VMStatusImageLocked, Comment: ownerMarker(f.om, ""),
 		Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
 	stored := f.get(t)
 	stored.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
@@ -494,7 +494,7 @@ func TestTheManagerEnforcesAllowedNamespacesToo(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newMachineFixture(t)
-	vm := f.ov.PutVM(ovirt.VM{Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
+	vm := f.ov.PutVM(ovirt.VM{Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om, ""), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
 	p := &infrav1.OVirtProvider{}
 	g.Expect(f.c.Get(ctx, client.ObjectKey{Name: "p1"}, p)).To(Succeed())
 	p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"team-a"}}
@@ -526,7 +526,7 @@ func TestAStopThatAlwaysFailsBacksOffAndSaysSo(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newMachineFixture(t)
-	vm := f.ov.PutVM(ovirt.VM{Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
+	vm := f.ov.PutVM(ovirt.VM{Name: "w-1", Status: ovirt.VMStatusUp, Comment: ownerMarker(f.om, ""), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}}})
 	stored := f.get(t)
 	stored.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID
 	g.Expect(f.c.Update(ctx, stored)).To(Succeed())

@@ -51,6 +51,21 @@ type Client interface {
 	// one), without disks, NICs or addresses.
 	FindVMsByName(ctx context.Context, name string) ([]VM, error)
 
+	// ListVMs returns one page of the VMs whose comment contains
+	// q.CommentContains, ordered by name, with their disks, NICs, reported
+	// devices and host names inline (GET /vms?search=...&max=...&follow=...):
+	// one engine call per page, plus one per host not seen before on this
+	// connection. When the engine leaves the collections out (it ignores
+	// follow), the page says so (Complete false) instead of reading them VM
+	// by VM. A VM created or removed between two calls shifts the later
+	// pages. ErrInvalid, before any call, for an empty or unsearchable filter
+	// (see VMQuery), a page below 1 or a page size outside 1..MaxVMPageSize.
+	ListVMs(ctx context.Context, q VMQuery) (VMPage, error)
+
+	// Budget reports the provider's oVirt call budget (its rate limiter) now, without waiting
+	// and without an engine call.
+	Budget() Budget
+
 	// CreateVM creates a VM from a template and returns it as the engine
 	// reported it (usually image_locked).
 	CreateVM(ctx context.Context, spec VMSpec) (*VM, error)

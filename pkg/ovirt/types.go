@@ -214,18 +214,58 @@ type VM struct {
 	OriginalTemplateID string
 	OSType             string
 	// HostID and HostName name the host that runs the VM; empty while it is down. HostName is
-	// filled by GetVM only (host names are read once per connection and cached).
+	// filled by GetVM and ListVMs only (host names are read once per connection and cached).
 	HostID   string
 	HostName string
-	// Disks and NICs are filled by GetVM only, read from their own endpoints when the engine
-	// did not return them inline.
+	// Disks and NICs are filled by GetVM (read from their own endpoints when the engine
+	// did not return them inline) and by ListVMs (inline only, see VMPage.Complete).
 	Disks []Disk
 	NICs  []NIC
 	// ReportedDevices are the guest interfaces the guest agent reported, unfiltered: a real
 	// engine returns every interface of the guest (lo, eth0, cni0, kube-ipvs0, ...) for every
 	// NIC, in no stable order. Deduplicated by name and MAC; empty without a guest agent.
-	// Filled by GetVM only.
+	// Filled by GetVM and ListVMs only.
 	ReportedDevices []ReportedDevice
+}
+
+// Budget is the state of a provider's oVirt call budget: its rate limiter, shared by every
+// client of the provider.
+type Budget struct {
+	// Unlimited is true when no rate limit applies (Tokens, Rate and Burst are then 0).
+	Unlimited bool
+	// Tokens are the calls that may start now without waiting; negative when calls already wait
+	// for the limiter (each waiting call holds a reservation).
+	Tokens float64
+	// Rate is the refill rate in calls per second, Burst the most calls that may start at once.
+	Rate  float64
+	Burst int
+}
+
+// MaxVMPageSize is the largest page ListVMs asks for.
+const MaxVMPageSize = 1000
+
+// VMQuery selects a page of VMs for ListVMs.
+type VMQuery struct {
+	// CommentContains selects the VMs whose comment contains this text, case and all (the SDK
+	// client asks the engine for a case-sensitive match and filters the page again; callers
+	// still check the whole marker themselves). Required; it must not hold any of " ' ; \ *
+	// (the engine's search cannot take them as plain text).
+	CommentContains string
+	// Page is the page number, from 1.
+	Page int
+	// PageSize is the number of VMs per page, 1..MaxVMPageSize.
+	PageSize int
+}
+
+// VMPage is one page of ListVMs.
+type VMPage struct {
+	// VMs are the VMs of the page, ordered by name. Fewer than the page size means it is the
+	// last page.
+	VMs []VM
+	// Complete is true when the engine returned the disks, NICs and reported devices of every VM
+	// inline. When false only the id, name, comment, status, cluster and host of each VM are
+	// facts: its Disks, NICs and ReportedDevices are empty whatever the VM has.
+	Complete bool
 }
 
 // ReportedDevice is one guest network interface as the guest agent reports it.

@@ -227,6 +227,14 @@ func ValidateProviderSpec(spec *infrav1.OVirtProviderSpec, path *field.Path) (fi
 	}
 
 	errs = append(errs, validateAllowedNamespaces(spec.AllowedNamespaces, path.Child("allowedNamespaces"))...)
+	if g := spec.OrphanedVMsGracePeriod; g != nil && g.Duration < infrav1.MinOrphanedVMsGracePeriod {
+		errs = append(errs, field.Invalid(path.Child("orphanedVMsGracePeriod"), g.Duration.String(),
+			fmt.Sprintf("must be at least %s, so that a clusterctl move can finish before its VMs could be taken for orphans; for example \"1h\"", infrav1.MinOrphanedVMsGracePeriod)))
+	}
+	if spec.OrphanedVMs == infrav1.OrphanedVMsDelete {
+		warnings = append(warnings, "spec.orphanedVMs is Delete: VMs of this Engine with this management cluster's owner marker and no OVirtMachine are "+
+			"removed once they have been orphans for spec.orphanedVMsGracePeriod (VMs with a non-system disk attached are only reported)")
+	}
 
 	switch {
 	case spec.User != "" || spec.Pass != "":

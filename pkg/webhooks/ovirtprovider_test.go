@@ -108,6 +108,13 @@ func TestValidateOVirtProviderCreate(t *testing.T) {
 			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{
 				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn}}}}
 		}, []string{"spec.allowedNamespaces.selector.matchExpressions[0].values: Required value"}, nil},
+		{"orphanedVMs Report is admitted", func(p *infrav1.OVirtProvider) { p.Spec.OrphanedVMs = infrav1.OrphanedVMsReport }, nil, nil},
+		{"orphanedVMs Delete is admitted with a warning", func(p *infrav1.OVirtProvider) {
+			p.Spec.OrphanedVMs, p.Spec.OrphanedVMsGracePeriod = infrav1.OrphanedVMsDelete, &metav1.Duration{Duration: 24 * time.Hour}
+		}, nil, []string{"spec.orphanedVMs is Delete: VMs of this Engine with this management cluster's owner marker and no OVirtMachine are removed"}},
+		{"a grace period shorter than 10m is refused with the minimum", func(p *infrav1.OVirtProvider) {
+			p.Spec.OrphanedVMsGracePeriod = &metav1.Duration{Duration: time.Minute}
+		}, []string{`spec.orphanedVMsGracePeriod: Invalid value: "1m0s": must be at least 10m0s, so that a clusterctl move can finish`}, nil},
 		{"a selector label that is no label is refused", func(p *infrav1.OVirtProvider) {
 			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}
 		}, []string{"spec.allowedNamespaces.selector.matchLabels"}, nil},

@@ -924,8 +924,10 @@ func hVMs(s *Simulator, rq *apiReq) {
 			match(v)
 		}
 	}
+	// The Engine orders VMs by name unless sortby says otherwise (vm_name ASC, the default sort
+	// of SearchObjectAutoCompleter); a page clause cuts that order into max-sized pages.
 	sortByName(vms, func(v *vm) string { return v.name }, func(v *vm) string { return v.id }, sq != nil && sq.sortDesc)
-	vms = limit(vms, mx)
+	vms = window(vms, sq, mx)
 	out := make([]*ovirtsdk.Vm, 0, len(vms))
 	for _, v := range vms {
 		out = append(out, renderVM(v, rc, ""))

@@ -2,17 +2,26 @@ package ovirtsim
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // searchQuery is a parsed engine search expression: an OR of AND groups of
 // `field=value` / `field!=value` clauses, optionally followed by
-// `sortby field [asc|desc]`.
+// `sortby field [asc|desc]`, optionally followed by `page N`.
 type searchQuery struct {
 	groups   [][]clause
 	sortBy   string
 	sortDesc bool
+	// paged tells that the query has a page clause, page is its number (0 selects nothing).
+	paged bool
+	page  int
+	// empty is a search the Engine's SyntaxChecker refuses without saying so: SearchQuery logs
+	// the syntax error and the list comes back empty (200). Only page clauses end up here; the
+	// simulator answers its other syntax errors with a 400 fault (see parseSearch).
+	empty bool
 }
 
 type clause struct {
@@ -25,8 +34,15 @@ type searchTok struct {
 	text   string
 	quoted bool
 	op     bool
+	// page marks the keyword page; end is the offset in the query right after it. The
+	// tokenizer stops there: the Engine reads what follows character by character (pageNumber).
+	page bool
+	end  int
 }
 
+// tokenizeSearch splits q into tokens, up to and including a page keyword. Like the Engine's
+// SyntaxChecker, which recognises PAGE as soon as the letters of a word outside a value spell
+// it, any word that starts with "page" (any case) and is not a clause's value is the keyword.
 func tokenizeSearch(q string) ([]searchTok, error) {
 	var toks []searchTok
 	i := 0
@@ -58,6 +74,9 @@ func tokenizeSearch(q string) ([]searchTok, error) {
 			if j == i {
 				return nil, fmt.Errorf("unexpected %q at offset %d", c, i)
 			}
+			if j-i >= 4 && strings.EqualFold(q[i:i+4], "page") && (len(toks) == 0 || !toks[len(toks)-1].op) {
+				return append(toks, searchTok{text: q[i : i+4], page: true, end: i + 4}), nil
+			}
 			toks = append(toks, searchTok{text: q[i:j]})
 			i = j
 		}
@@ -65,7 +84,8 @@ func tokenizeSearch(q string) ([]searchTok, error) {
 	return toks, nil
 }
 
-// parseSearch parses q for a collection whose searchable fields are fields.
+// parseSearch parses q for a collection whose searchable fields are fields. A page clause is
+// taken on Vms only (the other lists do not page: 400).
 func parseSearch(q, collection string, fields []string) (*searchQuery, *apiError) {
 	bad := func(format string, args ...any) (*searchQuery, *apiError) {
 		return nil, &apiError{400, reasonFailed, fmt.Sprintf("[Cannot search %s. Invalid search text '%s': %s.]",
@@ -76,10 +96,26 @@ func parseSearch(q, collection string, fields []string) (*searchQuery, *apiError
 		return bad("%v", err)
 	}
 	sq := &searchQuery{groups: [][]clause{nil}}
+	// paging reads the page clause (the last token) where the Engine takes one, and ends the
+	// parse; where it does not (after and/or, where it reads page as free text and the number
+	// as a second one, or after a sort field without a direction) the list is empty.
+	paging := func(t searchTok, allowed, afterDirection bool) (*searchQuery, *apiError) {
+		if collection != "Vms" {
+			return bad("page is simulated on Vms only")
+		}
+		var ok bool
+		sq.paged = true
+		sq.page, ok = pageNumber(q[t.end:], afterDirection)
+		sq.empty = !allowed || !ok
+		return sq, nil
+	}
 	for i := 0; i < len(toks); {
 		t := toks[i]
 		lower := strings.ToLower(t.text)
 		switch {
+		case t.page:
+			afterAndOr := i > 0 && !toks[i-1].quoted && slices.Contains([]string{"and", "or"}, strings.ToLower(toks[i-1].text))
+			return paging(t, !afterAndOr, false)
 		case !t.quoted && !t.op && lower == "and":
 			i++
 			continue
@@ -94,19 +130,30 @@ func parseSearch(q, collection string, fields []string) (*searchQuery, *apiError
 			if i+1 >= len(toks) {
 				return bad("sortby needs a field")
 			}
+			if toks[i+1].page {
+				return paging(toks[i+1], false, false) // INVALID_SORT_FIELD
+			}
 			sq.sortBy = strings.ToLower(toks[i+1].text)
 			if sq.sortBy != "name" {
 				return bad("sortby %s is not supported (only name)", sq.sortBy)
 			}
 			i += 2
+			direction := false
 			if i < len(toks) {
 				switch strings.ToLower(toks[i].text) {
 				case "asc":
-					i++
+					direction = true
 				case "desc":
-					sq.sortDesc = true
-					i++
+					direction, sq.sortDesc = true, true
 				}
+			}
+			if direction {
+				i++
+			}
+			if i < len(toks) && toks[i].page {
+				// Only SORT_DIRECTION may come before PAGE: `sortby name page 2` is
+				// INVALID_SORT_DIRECTION.
+				return paging(toks[i], direction, direction)
 			}
 			if i != len(toks) {
 				return bad("unexpected text after sortby")
@@ -154,10 +201,63 @@ func (sq *searchQuery) exactName() (string, bool) {
 	return "", false
 }
 
+// pageNumber reads what follows the keyword page the way the Engine's SyntaxChecker does (state
+// PAGE, then PAGE_VALUE): spaces are skipped; the first character must be a digit
+// (INVALID_CHARECTER otherwise); the value is the run of digits plus the one character after it,
+// and the character after that is skipped; anything but spaces after it is
+// NOTHING_COMES_AFTER_PAGE_VALUE. A value that is not an int (a trailing character, an
+// overflow) is page 1 (getPagePhrase). No value at all is page 1 after a sort direction, and an
+// invalid search elsewhere. ok false means the Engine's search fails (an empty list).
+func pageNumber(rest string, afterDirection bool) (page int, ok bool) {
+	rest = strings.TrimLeft(rest, " ")
+	if rest == "" {
+		return 1, afterDirection
+	}
+	if !isDigit(rest[0]) {
+		return 0, false
+	}
+	n := 0
+	for n < len(rest)-1 && isDigit(rest[n]) {
+		n++
+	}
+	if n+2 < len(rest) && strings.Trim(rest[n+2:], " ") != "" {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(rest[:n+1], 10, 32)
+	if err != nil {
+		return 1, true
+	}
+	return int(v), true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// window returns the rows of the ordered result l that the page clause selects, then limits
+// them to max (-1: no max), as the Engine's search does: ROW_NUMBER() OVER (ORDER BY ...) BETWEEN
+// (page-1)*max+1 AND page*max (DBPagingType Range), with max Integer.MAX_VALUE when absent.
+// Page 0 selects nothing; so does any page past the first without max.
+func window[T any](l []T, sq *searchQuery, maxRows int) []T {
+	if sq == nil || !sq.paged {
+		return limit(l, maxRows)
+	}
+	size := int64(math.MaxInt32)
+	if maxRows >= 0 {
+		size = min(int64(maxRows), size)
+	}
+	lo := (int64(sq.page) - 1) * size
+	if sq.page < 1 || lo >= int64(len(l)) {
+		return l[:0]
+	}
+	return l[lo:min(lo+size, int64(len(l)))]
+}
+
 // match reports whether the object whose field values get returns matches.
 func (sq *searchQuery) match(get func(field string) string, caseSensitive bool) bool {
 	if sq == nil {
 		return true
+	}
+	if sq.empty {
+		return false
 	}
 	for _, g := range sq.groups {
 		ok := true

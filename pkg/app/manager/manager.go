@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -170,10 +171,26 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	intervals.VMRefresh = opts.SyncPeriod
 	intervals.Retry = opts.RetryInterval
 	intervals.NonSystemDiskRetry = opts.NonSystemDiskRetryInterval
+	clusterID, err := managementClusterID(ctx, mgr.GetAPIReader(), opts.ManagementClusterID)
+	if err != nil {
+		return err
+	}
+	var inventory *controllers.Inventory
+	if every := opts.Inventory(); every > 0 {
+		inventory = &controllers.Inventory{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
+			Recorder: mgr.GetEventRecorder("ovirtprovider-inventory"), ManagementClusterID: clusterID,
+			Interval: every, Retry: opts.RetryInterval, PageSize: opts.InventoryPageSize, WatchFilterValue: opts.WatchFilter,
+			Metrics: controllers.NewInventoryMetrics(ctrlmetrics.Registry), Log: log.WithName("inventory"),
+		}
+		if err := mgr.Add(inventory); err != nil {
+			return fmt.Errorf("adding the inventory: %w", err)
+		}
+	}
 	if err := (&controllers.OVirtMachineReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector, ClusterCache: clusterCache,
 		Recorder: mgr.GetEventRecorder("ovirtmachine-controller"), Gates: gates, Intervals: intervals, KeepBootstrapData: opts.KeepBootstrapData,
-		WatchFilterValue: opts.WatchFilter,
+		WatchFilterValue: opts.WatchFilter, ManagementClusterID: clusterID, Inventory: inventory,
 	}).SetupWithManager(ctx, mgr, concurrency[machineController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachine controller: %w", err)
 	}
@@ -188,7 +205,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("Starting the CAPOV manager", "credentialsNamespace", opts.CredentialsNamespace,
+	log.Info("Starting the CAPOV manager", "managementClusterID", clusterID, "inventoryInterval", opts.Inventory(), "credentialsNamespace", opts.CredentialsNamespace,
 		"namespace", opts.Namespace, "leaderElect", opts.LeaderElect, "maxConcurrentReconciles", opts.MaxConcurrentReconciles,
 		"reconcileTimeout", opts.ReconcileTimeout, "userAgent", userAgent)
 	if err := mgr.Start(ctx); err != nil {
@@ -273,4 +290,18 @@ func clusterCacheOptions(opts *Options, secretClient client.Client, userAgent st
 		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields(), Indexes: controllers.WorkloadClusterIndexes()},
 		Client: clustercache.ClientOptions{UserAgent: userAgent, QPS: opts.ClusterCacheClientQPS, Burst: opts.ClusterCacheClientBurst},
 	}
+}
+
+// managementClusterID returns --management-cluster-id or, without it, the UID of the kube-system
+// Namespace: it exists in every cluster from its creation, is never recreated, and differs
+// between clusters, so that it survives restarts, upgrades and reinstalls of CAPOV.
+func managementClusterID(ctx context.Context, r client.Reader, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+		return "", fmt.Errorf("reading Namespace kube-system for the management cluster id (or set --management-cluster-id): %w", err)
+	}
+	return string(ns.UID), nil
 }

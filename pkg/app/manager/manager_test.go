@@ -49,6 +49,10 @@ func TestMainFlags(t *testing.T) {
 		{"a zero workload-cluster QPS exits 2", []string{"--clustercache-client-qps=0"}, 2, "--clustercache-client-qps must be positive"},
 		{"an unknown TLS version exits 2", []string{"--tls-min-version=VersionTLS99"}, 2, "--tls-min-version"},
 		{"an unknown logging format exits 2", []string{"--logging-format=xml"}, 2, "Unsupported log format"},
+		{"a negative inventory interval exits 2", []string{"--inventory-interval=-5s"}, 2, "--inventory-interval must not be negative (0 turns the inventory off)"},
+		{"an inventory page of 0 exits 2", []string{"--inventory-page-size=0"}, 2, "--inventory-page-size must be between 1 and 1000"},
+		{"a management-cluster id with a space exits 2", []string{"--management-cluster-id=prod cluster"}, 2,
+			"--management-cluster-id may hold only letters, digits, '.', '_' and '-', at most 64 of them"},
 		{"an unknown CRD migration phase exits 2 naming the flag and the valid values", []string{"--skip-crd-migration-phases=StorageVersionMigration,All"}, 2,
 			`--skip-crd-migration-phases: unknown phase "All"; valid values are StorageVersionMigration, CleanupManagedFields`},
 	}
@@ -145,6 +149,15 @@ func TestClusterCacheClients(t *testing.T) {
 			g.Expect(o.Client.UserAgent).To(Equal("capov-manager/v1.2.3 (linux/amd64) capov/1a2b3c4"))
 		})
 	}
+}
+
+func TestInventoryIntervalDefaultsToTheSyncPeriod(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(parseFlags(t).Inventory()).To(Equal(10 * time.Minute))
+	g.Expect(parseFlags(t, "--sync-period=3m").Inventory()).To(Equal(3 * time.Minute))
+	g.Expect(parseFlags(t, "--sync-period=3m", "--inventory-interval=1m").Inventory()).To(Equal(time.Minute))
+	g.Expect(parseFlags(t, "--inventory-interval=0").Inventory()).To(BeZero(), "0 turns it off")
+	g.Expect(parseFlags(t, "--management-cluster-id=prod-eu.1_a").ManagementClusterID).To(Equal("prod-eu.1_a"))
 }
 
 func TestSkipCRDMigrationPhases(t *testing.T) {

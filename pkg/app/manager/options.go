@@ -78,6 +78,15 @@ type Options struct {
 	// profiles are cached.
 	OVirtLookupCacheTTL time.Duration
 
+	// InventoryInterval is the time between two bulk inventories of each OVirtProvider's VMs;
+	// 0 turns the inventory off (Ready machines then read their VMs one by one).
+	InventoryInterval time.Duration
+	// InventoryPageSize is the number of VMs per inventory request.
+	InventoryPageSize int
+	// ManagementClusterID is the id written into VM owner markers; empty means the UID of the
+	// kube-system Namespace.
+	ManagementClusterID string
+
 	// SkipCRDMigrationPhases are the phases of the CRD storage migration not to run
 	// (StorageVersionMigration, CleanupManagedFields).
 	SkipCRDMigrationPhases []string
@@ -146,6 +155,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.OVirtAuthFailureThreshold, "ovirt-auth-failure-threshold", 3, "Consecutive oVirt login failures after which logins with that credential are suspended.")
 	fs.DurationVar(&o.OVirtAuthBackoff, "ovirt-auth-backoff", 5*time.Minute, "How long logins stay suspended after --ovirt-auth-failure-threshold failures (protects the account from lockout).")
 	fs.StringSliceVar(&o.SkipCRDMigrationPhases, "skip-crd-migration-phases", nil, "Comma-separated list of CRD storage migration phases not to run at start: StorageVersionMigration (rewrite every object in the storage version v1beta2 and set the CRDs' status.storedVersions to [v1beta2]), CleanupManagedFields (drop managedFields entries of API versions no longer served). Default: run both.")
+	fs.DurationVar(&o.InventoryInterval, "inventory-interval", -1, "Time between two bulk inventories of each OVirtProvider's VMs (one paginated search per provider): Ready machines read their VM from it, out-of-band changes and orphaned VMs are noticed within it. Default: --sync-period. 0 turns the inventory off: Ready machines then read their VMs one by one, once per --sync-period.")
+	fs.IntVar(&o.InventoryPageSize, "inventory-page-size", 200, "Number of VMs per inventory request (1-1000).")
+	fs.StringVar(&o.ManagementClusterID, "management-cluster-id", "", "Id of this management cluster, written into the owner marker of every VM it creates (management-cluster=<id>): VMs with another id belong to another management cluster sharing the Engine and are never orphans here. Default: the UID of the kube-system Namespace. Letters, digits, '.', '_' and '-', at most 64.")
 	fs.DurationVar(&o.OVirtLookupCacheTTL, "ovirt-lookup-cache-ttl", 2*time.Minute, "How long template, cluster, storage-domain and vNIC-profile lookups are cached; 0 disables.")
 }
 
@@ -179,6 +191,9 @@ func (o *Options) Validate() error {
 		{o.OVirtAuthFailureThreshold >= 1, "--ovirt-auth-failure-threshold must be at least 1"},
 		{o.OVirtAuthBackoff >= 0, "--ovirt-auth-backoff must not be negative"},
 		{o.OVirtLookupCacheTTL >= 0, "--ovirt-lookup-cache-ttl must not be negative"},
+		{o.InventoryInterval >= 0 || o.InventoryInterval == -1, "--inventory-interval must not be negative (0 turns the inventory off)"},
+		{o.InventoryPageSize >= 1 && o.InventoryPageSize <= 1000, "--inventory-page-size must be between 1 and 1000"},
+		{validClusterID(o.ManagementClusterID), "--management-cluster-id may hold only letters, digits, '.', '_' and '-', at most 64 of them"},
 		{o.CredentialsNamespace != "", "--credentials-namespace must not be empty"},
 		{!o.LeaderElect || o.LeaseDuration > o.RenewDeadline, "--leader-elect-lease-duration must be longer than --leader-elect-renew-deadline"},
 	}
@@ -191,4 +206,26 @@ func (o *Options) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// validClusterID reports whether id can be written into an owner marker (empty: the default).
+func validClusterID(id string) bool {
+	if len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// Inventory returns the interval of the inventory: --inventory-interval, or --sync-period when
+// it was not given.
+func (o *Options) Inventory() time.Duration {
+	if o.InventoryInterval < 0 {
+		return o.SyncPeriod
+	}
+	return o.InventoryInterval
 }

@@ -39,6 +39,7 @@ type Client struct {
 	GetVMFunc               func(ctx context.Context, id string) (*ovirt.VM, error)
 	ListDiskAttachmentsFunc func(ctx context.Context, vmID string) ([]ovirt.Disk, error)
 	FindVMsByNameFunc       func(ctx context.Context, name string) ([]ovirt.VM, error)
+	ListVMsFunc             func(ctx context.Context, q ovirt.VMQuery) (ovirt.VMPage, error)
 	CreateVMFunc            func(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error)
 	UpdateDiskFunc          func(ctx context.Context, vmID, diskID string, u ovirt.DiskUpdate) error
 	DetachDiskFunc          func(ctx context.Context, vmID, diskID string) error
@@ -48,6 +49,8 @@ type Client struct {
 	PowerFunc               func(ctx context.Context, vmID string, action ovirt.PowerAction) error
 	RemoveVMFunc            func(ctx context.Context, vmID string) error
 	UpdateVMFunc            func(ctx context.Context, vmID string, u ovirt.VMUpdate) error
+	// BudgetFunc replaces Budget (an unlimited budget by default).
+	BudgetFunc func() ovirt.Budget
 
 	GetClusterFunc                func(ctx context.Context, id string) (*ovirt.Cluster, error)
 	ListAffinityGroupsFunc        func(ctx context.Context, clusterID string) ([]ovirt.AffinityGroup, error)
@@ -510,6 +513,57 @@ func (c *Client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, er
 	}
 	slices.SortFunc(out, func(a, b ovirt.VM) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// ListVMs implements ovirt.Client: one page of the stored VMs whose comment contains
+// q.CommentContains (exactly, as the SDK client reports them), ordered by name, with their
+// disks, NICs, reported devices and host names; always Complete. It refuses the queries the SDK
+// client refuses before any call, with the same texts.
+func (c *Client) ListVMs(ctx context.Context, q ovirt.VMQuery) (ovirt.VMPage, error) {
+	c.mu.Lock()
+	c.record("ListVMs")
+	c.mu.Unlock()
+	if c.ListVMsFunc != nil {
+		return c.ListVMsFunc(ctx, q)
+	}
+	if err := checkVMQuery(q); err != nil {
+		return ovirt.VMPage{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var matching []ovirt.VM
+	for _, vm := range c.vms {
+		if strings.Contains(vm.Comment, q.CommentContains) {
+			matching = append(matching, *cloneVM(vm))
+		}
+	}
+	slices.SortFunc(matching, func(a, b ovirt.VM) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
+	lo := len(matching) // past the end (and no overflow for a huge page)
+	if skip := q.Page - 1; skip <= len(matching)/q.PageSize {
+		lo = skip * q.PageSize
+	}
+	hi := min(lo+q.PageSize, len(matching))
+	return ovirt.VMPage{VMs: append([]ovirt.VM{}, matching[lo:hi]...), Complete: true}, nil
+}
+
+// checkVMQuery refuses the queries the SDK client refuses (pkg/ovirt/sdk vmPageSearch).
+func checkVMQuery(q ovirt.VMQuery) error {
+	const op = "ListVMs"
+	if q.CommentContains == "" {
+		return invalid(op, "CommentContains is empty")
+	}
+	if strings.ContainsAny(q.CommentContains, "\"';\\*") {
+		return invalid(op, "CommentContains %q holds a character the engine's search cannot take (one of \" ' ; \\ *)", q.CommentContains)
+	}
+	if q.Page < 1 {
+		return invalid(op, "Page %d is below 1", q.Page)
+	}
+	if q.PageSize < 1 || q.PageSize > ovirt.MaxVMPageSize {
+		return invalid(op, "PageSize %d is outside 1..%d", q.PageSize, ovirt.MaxVMPageSize)
+	}
+	return nil
 }
 
 // CreateVM implements ovirt.Client. The VM is created down (no image lock),

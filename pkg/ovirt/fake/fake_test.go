@@ -145,3 +145,63 @@ func TestFakeUpdateVMRecordsTheNetworkAndTheCustomScript(t *testing.T) {
 	g.Expect(c.RemoveVM(ctx, vm.ID)).To(Succeed())
 	g.Expect(c.Network(vm.ID)).To(BeNil())
 }
+
+func TestFakeListVMsPagesTheOwnedVMsByName(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := fake.NewClient()
+	const marker = "capov ovirtmachine="
+	for _, n := range []string{"m-4", "m-2", "m-5", "m-1", "m-3"} {
+		c.PutVM(ovirt.VM{Name: n, Comment: marker + "default/" + n + " uid=u-" + n, HostID: "host-" + n, HostName: "h-" + n,
+			Disks: []ovirt.Disk{{ID: "d-" + n}}, NICs: []ovirt.NIC{{ID: "n-" + n}}})
+	}
+	c.PutVM(ovirt.VM{Name: "m-0", Comment: "someone else's"})
+	c.PutVM(ovirt.VM{Name: "m-9", Comment: "CAPOV OVIRTMACHINE=default/m-9"})
+
+	// The exact text (not m-9's upper case), by name, each VM once; the last page is short.
+	for i, want := range [][]string{{"m-1", "m-2"}, {"m-3", "m-4"}, {"m-5"}} {
+		p, err := c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: i + 1, PageSize: 2})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.Complete).To(BeTrue())
+		g.Expect(p.VMs).To(HaveLen(len(want)))
+		for j, vm := range p.VMs {
+			g.Expect(vm.Name).To(Equal(want[j]))
+			g.Expect(vm.Disks).To(Equal([]ovirt.Disk{{ID: "d-" + vm.Name}}))
+			g.Expect(vm.NICs).To(Equal([]ovirt.NIC{{ID: "n-" + vm.Name}}))
+			g.Expect(vm.HostName).To(Equal("h-" + vm.Name))
+		}
+	}
+	g.Expect(c.CallCount("ListVMs")).To(Equal(3))
+
+	p, err := c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: 1 << 62, PageSize: ovirt.MaxVMPageSize})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.VMs).To(BeEmpty(), "far past the end")
+	g.Expect(p.VMs).NotTo(BeNil())
+
+	// The page holds copies.
+	p, _ = c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: 1, PageSize: 1})
+	p.VMs[0].Disks[0].ID = "changed"
+	stored, _ := c.VM(p.VMs[0].ID)
+	g.Expect(stored.Disks[0].ID).To(Equal("d-m-1"))
+
+	c.ListVMsFunc = func(context.Context, ovirt.VMQuery) (ovirt.VMPage, error) {
+		return ovirt.VMPage{}, ovirt.ErrUnreachable
+	}
+	_, err = c.ListVMs(ctx, ovirt.VMQuery{})
+	g.Expect(err).To(MatchError(ovirt.ErrUnreachable), "the hook runs before any validation")
+	g.Expect(c.CallCount("ListVMs")).To(Equal(6))
+}
+
+// TestFakeListVMsRefusesInvalidQueries spot-checks the validation; pkg/ovirt/sdk's
+// TestListVMsRefusesInvalidQueriesBeforeAnyRequest checks that the fake refuses every query the
+// SDK client refuses, with the same text.
+func TestFakeListVMsRefusesInvalidQueries(t *testing.T) {
+	g := NewWithT(t)
+	c := fake.NewDefaultClient()
+	_, err := c.ListVMs(context.Background(), ovirt.VMQuery{CommentContains: `say "hi"`, Page: 1, PageSize: 10})
+	g.Expect(err).To(MatchError(ovirt.ErrInvalid))
+	g.Expect(err.Error()).To(ContainSubstring("CommentContains"))
+	_, err = c.ListVMs(context.Background(), ovirt.VMQuery{CommentContains: "a", Page: 1, PageSize: ovirt.MaxVMPageSize + 1})
+	g.Expect(err).To(MatchError(ovirt.ErrInvalid))
+	g.Expect(err.Error()).To(ContainSubstring("PageSize 1001"))
+}

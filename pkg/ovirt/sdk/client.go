@@ -421,13 +421,8 @@ func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 			}
 		}
 	}
-	switch {
-	case vm.HostID != "" && vm.HostName != "":
-		c.s.hostNames.put(vm.HostID, vm.HostName) // inlined: the freshest name
-	case vm.HostID != "":
-		if vm.HostName, err = c.hostName(ctx, vm.HostID); err != nil {
-			return nil, err
-		}
+	if err := c.fillHostName(ctx, vm); err != nil {
+		return nil, err
 	}
 	return vm, nil
 }

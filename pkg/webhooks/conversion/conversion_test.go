@@ -74,6 +74,9 @@ func fuzzerFuncs(_ runtimeserializer.CodecFactory) []any {
 			if d := in.Deprecated; d != nil && (d.V1Beta1 == nil || (!d.V1Beta1.Ready && d.V1Beta1.Conditions == nil && d.V1Beta1.FailureReason == nil && d.V1Beta1.FailureMessage == nil)) {
 				in.Deprecated = nil
 			}
+			if in.Inventory != nil && in.Inventory.LastTime != nil && in.Inventory.LastTime.IsZero() {
+				in.Inventory.LastTime = nil // the zero time is written as null
+			}
 		},
 	}
 }
@@ -237,6 +240,8 @@ func TestProviderAllowedNamespacesRoundTripThroughV1Beta1(t *testing.T) {
 				List:     []string{"team-a", "team-b"},
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"capov/ovirt-prod": "true"}},
 			},
+			OrphanedVMs:            infrav1.OrphanedVMsDelete,
+			OrphanedVMsGracePeriod: &metav1.Duration{Duration: 36 * time.Hour},
 		},
 	}
 	spoke := &infrav1beta1.OVirtProvider{}
@@ -252,7 +257,7 @@ func TestProviderAllowedNamespacesRoundTripThroughV1Beta1(t *testing.T) {
 			t.Errorf("the annotation must hold only spec.allowedNamespaces, it holds %q", secret)
 		}
 	}
-	if !strings.Contains(data, "team-a") || !strings.Contains(data, "capov/ovirt-prod") {
+	if !strings.Contains(data, "team-a") || !strings.Contains(data, "capov/ovirt-prod") || !strings.Contains(data, `"orphanedVMs":"Delete"`) {
 		t.Errorf("the annotation must hold spec.allowedNamespaces, got %s", data)
 	}
 	if len(data) > 1024 {

@@ -1,0 +1,732 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/ovirt"
+)
+
+// Event reasons of the inventory (on OVirtProviders).
+const (
+	eventOrphanedVMs       = "OrphanedVMsFound"
+	eventOrphanedVMRemoved = "OrphanedVMRemoved"
+	eventOrphanNotDeleted  = "OrphanedVMNotDeletable"
+)
+
+// DefaultInventoryPageSize is the number of VMs per inventory request.
+const DefaultInventoryPageSize = 200
+
+// maxOrphanNames is how many orphaned VMs the OrphanedVMs condition names.
+const maxOrphanNames = 10
+
+// vmObservation is what the inventory knows about one VM.
+type vmObservation int
+
+const (
+	// vmUnknown: the VM was never seen by a finished inventory of its provider (created since,
+	// or the inventory is off): the machine reads it itself.
+	vmUnknown vmObservation = iota
+	// vmPending: the provider's first inventory since the manager started has not finished:
+	// the machine waits for it instead of reading its VM.
+	vmPending
+	// vmPresent: the last inventory listed the VM.
+	vmPresent
+	// vmMissingOnce: the VM was missing from the last inventory only (a page boundary moved,
+	// an Engine hiccup): nothing is concluded yet.
+	vmMissingOnce
+	// vmMissing: the VM was missing from two inventories in a row: the machine confirms with one
+	// targeted read before it counts as gone.
+	vmMissing
+)
+
+// Inventory lists, per OVirtProvider, the VMs that carry this management cluster's owner marker
+// in bulk, one paginated search (ovirt.Client.ListVMs) per Interval, so that Ready machines read
+// their VM from it instead of calling the Engine one by one. It enqueues a machine whose VM
+// changed (status, host, disks, NICs, addresses) or went missing twice, so that out-of-band
+// changes are seen within one interval, and it reports orphaned VMs (a marker of this management
+// cluster, no OVirtMachine) on the OVirtProvider, removing them when spec.orphanedVMs is Delete.
+// It runs on the leader only, like the controllers.
+type Inventory struct {
+	// Client reads OVirtProviders and OVirtMachines (cached) and patches OVirtProvider status.
+	Client client.Client
+	// APIReader confirms that an OVirtMachine does not exist before its VM counts as an orphan.
+	APIReader client.Reader
+	// Connector hands out oVirt clients per OVirtProvider.
+	Connector *Connector
+	// Recorder emits events on OVirtProviders.
+	Recorder events.EventRecorder
+	// ManagementClusterID is the id in the owner markers of this management cluster's VMs.
+	ManagementClusterID string
+	// Interval is the time between two inventories of a provider.
+	Interval time.Duration
+	// Retry is the wait after a failed inventory.
+	Retry time.Duration
+	// PageSize is the number of VMs per request (DefaultInventoryPageSize when 0).
+	PageSize int
+	// WatchFilterValue limits the machines enqueued to the labelled ones.
+	WatchFilterValue string
+	// Metrics are the inventory gauges; nil for none.
+	Metrics *InventoryMetrics
+	// Log is the inventory's logger.
+	Log logr.Logger
+	// Now returns the time; tests may fix it.
+	Now func() time.Time
+
+	mu        sync.Mutex
+	started   time.Time
+	providers map[string]*providerInventory
+	wake      chan event.GenericEvent
+}
+
+// providerInventory is the last inventory of one provider.
+type providerInventory struct {
+	// done is set once an inventory finished since the manager started.
+	done bool
+	// at is when the last inventory finished; next when the next is due.
+	at, next time.Time
+	// running is set while an inventory of the provider runs.
+	running bool
+	// complete is false when the Engine left the disks, NICs and devices out (follow ignored).
+	complete bool
+	vms      map[string]*inventoryVM
+	// orphans are the orphaned VMs reported last, by id.
+	orphans map[string]bool
+}
+
+// inventoryVM is one VM of an inventory.
+type inventoryVM struct {
+	vm     ovirt.VM
+	owner  vmOwner
+	digest string
+	// missing counts the inventories in a row that did not list the VM.
+	missing int
+	// orphanSince is when the VM was first found without its OVirtMachine (zero: not an orphan).
+	orphanSince time.Time
+}
+
+// InventoryMetrics are the gauges of the inventory, per provider.
+type InventoryMetrics struct {
+	orphaned *prometheus.GaugeVec
+	vms      *prometheus.GaugeVec
+	last     *prometheus.GaugeVec
+}
+
+// NewInventoryMetrics registers capov_orphaned_vms, capov_inventory_vms and
+// capov_inventory_last_success_timestamp_seconds with reg.
+func NewInventoryMetrics(reg prometheus.Registerer) *InventoryMetrics {
+	m := &InventoryMetrics{
+		orphaned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capov_orphaned_vms",
+			Help: "VMs with this management cluster's owner marker whose OVirtMachine does not exist, at the last inventory."}, []string{"provider"}),
+		vms: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capov_inventory_vms",
+			Help: "VMs with this management cluster's owner marker at the last inventory."}, []string{"provider"}),
+		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capov_inventory_last_success_timestamp_seconds",
+			Help: "When the last inventory of the provider's Engine finished (Unix time)."}, []string{"provider"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.orphaned, m.vms, m.last)
+	}
+	return m
+}
+
+func (m *InventoryMetrics) set(provider string, vms, orphans int, at time.Time) {
+	if m == nil {
+		return
+	}
+	m.orphaned.WithLabelValues(provider).Set(float64(orphans))
+	m.vms.WithLabelValues(provider).Set(float64(vms))
+	m.last.WithLabelValues(provider).Set(float64(at.Unix()))
+}
+
+func (m *InventoryMetrics) forget(provider string) {
+	if m == nil {
+		return
+	}
+	m.orphaned.DeleteLabelValues(provider)
+	m.vms.DeleteLabelValues(provider)
+	m.last.DeleteLabelValues(provider)
+}
+
+func (inv *Inventory) now() time.Time {
+	if inv.Now == nil {
+		return time.Now()
+	}
+	return inv.Now()
+}
+
+func (inv *Inventory) pageSize() int {
+	if inv.PageSize <= 0 {
+		return DefaultInventoryPageSize
+	}
+	return min(inv.PageSize, ovirt.MaxVMPageSize)
+}
+
+func (inv *Inventory) init() {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.providers == nil {
+		inv.providers = map[string]*providerInventory{}
+	}
+	if inv.wake == nil {
+		inv.wake = make(chan event.GenericEvent, 1024)
+	}
+}
+
+// Source is what the OVirtMachine controller watches: the machines the inventory wakes.
+func (inv *Inventory) Source() source.Source {
+	inv.init()
+	return source.Channel(inv.wake, &handler.EnqueueRequestForObject{})
+}
+
+// NeedLeaderElection makes the inventory run on the leader only.
+func (inv *Inventory) NeedLeaderElection() bool { return true }
+
+// Start runs inventories until ctx ends: each provider's first at once, then one per Interval
+// (Retry after a failure).
+func (inv *Inventory) Start(ctx context.Context) error {
+	inv.init()
+	inv.mu.Lock()
+	inv.started = inv.now()
+	inv.mu.Unlock()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		inv.runDue(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// runDue starts the inventories that are due, one goroutine per provider.
+func (inv *Inventory) runDue(ctx context.Context, wg *sync.WaitGroup) {
+	list := &infrav1.OVirtProviderList{}
+	if err := inv.Client.List(ctx, list); err != nil {
+		inv.Log.Error(err, "Listing OVirtProviders for the inventory")
+		return
+	}
+	now := inv.now()
+	names := map[string]bool{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		names[p.Name] = true
+		inv.mu.Lock()
+		pi := inv.providers[p.Name]
+		if pi == nil {
+			pi = &providerInventory{vms: map[string]*inventoryVM{}}
+			inv.providers[p.Name] = pi
+		}
+		due := !pi.running && !now.Before(pi.next)
+		if due {
+			pi.running = true
+		}
+		inv.mu.Unlock()
+		if !due {
+			continue
+		}
+		wg.Go(func() {
+			ok := inv.RunOnce(ctx, p)
+			inv.mu.Lock()
+			defer inv.mu.Unlock()
+			pi.running = false
+			pi.next = inv.now().Add(inv.Interval)
+			if !ok {
+				pi.next = inv.now().Add(min(inv.Retry, inv.Interval))
+			}
+		})
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for name, pi := range inv.providers {
+		if !names[name] && !pi.running {
+			delete(inv.providers, name)
+			inv.Metrics.forget(name)
+		}
+	}
+}
+
+// markerSearch is the text every VM of this management cluster has in its comment.
+func (inv *Inventory) markerSearch() string {
+	return markerClusterField + inv.ManagementClusterID
+}
+
+// RunOnce takes one inventory of the provider, compares it with the last one, wakes the machines
+// whose VM changed, reports the orphans and removes those due for removal. It reports whether
+// the inventory was taken.
+func (inv *Inventory) RunOnce(ctx context.Context, p *infrav1.OVirtProvider) bool {
+	inv.init()
+	log := inv.Log.WithValues("OVirtProvider", klog.KObj(p))
+	cl, _, err := inv.Connector.Connect(ctx, p)
+	if err != nil {
+		log.V(2).Info("Cannot take the inventory: the provider does not connect", "reason", err.Error())
+		return false
+	}
+	var vms []ovirt.VM
+	complete := true
+	seen := map[string]bool{}
+	for page := 1; ; page++ {
+		pg, err := cl.ListVMs(ctx, ovirt.VMQuery{CommentContains: inv.markerSearch(), Page: page, PageSize: inv.pageSize()})
+		if err != nil {
+			log.Info("The inventory of the Engine failed; keeping the previous one", "page", page, "error", err.Error())
+			return false
+		}
+		complete = complete && pg.Complete
+		for _, vm := range pg.VMs {
+			// A VM created or removed during the inventory shifts the pages: one may show twice.
+			if !seen[vm.ID] {
+				seen[vm.ID] = true
+				vms = append(vms, vm)
+			}
+		}
+		if len(pg.VMs) < inv.pageSize() {
+			break
+		}
+	}
+	inv.apply(ctx, log, p, cl, vms, complete)
+	return true
+}
+
+// apply records an inventory and acts on what changed.
+func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, vms []ovirt.VM, complete bool) {
+	now := inv.now()
+	var wake []vmOwner
+	inv.mu.Lock()
+	pi := inv.providers[p.Name]
+	if pi == nil {
+		pi = &providerInventory{vms: map[string]*inventoryVM{}}
+		inv.providers[p.Name] = pi
+	}
+	first := !pi.done
+	listed := map[string]bool{}
+	for i := range vms {
+		vm := prunedVM(vms[i])
+		owner, ok := parseOwnerMarker(vm.Comment)
+		if !ok || owner.cluster != inv.ManagementClusterID {
+			continue // the Engine's match is a LIKE: only the exact field counts
+		}
+		id := strings.ToLower(vm.ID)
+		listed[id] = true
+		digest := vmDigest(&vm)
+		old := pi.vms[id]
+		if old == nil {
+			pi.vms[id] = &inventoryVM{vm: vm, owner: owner, digest: digest}
+			continue
+		}
+		if old.digest != digest || old.missing > 0 {
+			wake = append(wake, owner)
+		}
+		old.vm, old.owner, old.digest, old.missing = vm, owner, digest, 0
+	}
+	for id, e := range pi.vms {
+		if listed[id] {
+			continue
+		}
+		e.missing++
+		switch {
+		case e.missing == 2:
+			// Gone twice in a row: the machine confirms with one read of its own.
+			wake = append(wake, e.owner)
+		case e.missing > 10:
+			delete(pi.vms, id)
+		}
+	}
+	pi.done, pi.at, pi.complete = true, now, complete
+	inv.mu.Unlock()
+
+	if first {
+		// Machines that waited for the first inventory since the start.
+		machines := &infrav1.OVirtMachineList{}
+		if err := inv.Client.List(ctx, machines, client.MatchingFields{providerIndex: p.Name}); err != nil {
+			log.Error(err, "Listing the OVirtMachines of the provider after its first inventory")
+		}
+		for i := range machines.Items {
+			inv.wakeMachine(ctx, &machines.Items[i])
+		}
+	} else {
+		for _, o := range wake {
+			om := &infrav1.OVirtMachine{}
+			if err := inv.Client.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: o.name}, om); err == nil {
+				inv.wakeMachine(ctx, om)
+			}
+		}
+	}
+	if inv.WatchFilterValue == "" || p.Labels[clusterv1.WatchLabel] == inv.WatchFilterValue {
+		// Every manager takes the inventory of every provider its machines may use; only the
+		// provider's own manager (its watch filter) reports on it and acts on its orphans.
+		inv.reportOrphans(ctx, log, p, cl, len(listed))
+	}
+}
+
+// wakeMachine enqueues a machine of this manager (its watch filter).
+func (inv *Inventory) wakeMachine(ctx context.Context, om *infrav1.OVirtMachine) {
+	if inv.WatchFilterValue != "" && om.Labels[clusterv1.WatchLabel] != inv.WatchFilterValue {
+		return
+	}
+	select {
+	case inv.wake <- event.GenericEvent{Object: om}:
+	case <-ctx.Done():
+	}
+}
+
+// lookup returns what the inventory of provider knows about the VM with this id.
+func (inv *Inventory) lookup(provider, vmID string) (*ovirt.VM, bool, vmObservation) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	pi := inv.providers[provider]
+	if pi == nil || !pi.done {
+		// Not yet: wait for the first inventory, unless it keeps failing (after two intervals the
+		// machines read their VMs themselves, as without an inventory).
+		if !inv.started.IsZero() && inv.now().Sub(inv.started) < 2*inv.Interval {
+			return nil, false, vmPending
+		}
+		return nil, false, vmUnknown
+	}
+	e := pi.vms[strings.ToLower(vmID)]
+	switch {
+	case e == nil:
+		return nil, false, vmUnknown
+	case e.missing == 1:
+		return nil, false, vmMissingOnce
+	case e.missing > 1:
+		return nil, false, vmMissing
+	}
+	vm := e.vm
+	vm.Disks, vm.NICs, vm.ReportedDevices = slices.Clone(vm.Disks), slices.Clone(vm.NICs), slices.Clone(vm.ReportedDevices)
+	return &vm, pi.complete, vmPresent
+}
+
+// pendingWait is how long a machine waits for the first inventory before it looks again (the
+// inventory wakes it as soon as it finished).
+func (inv *Inventory) pendingWait() time.Duration {
+	return max(inv.Interval/2, time.Second)
+}
+
+// prunedVM keeps of a listed VM what the reconcilers use: the reported devices only for the
+// VM's own NICs (a guest reports every interface, kube-ipvs0 with one address per Service, for
+// every NIC), to keep the memory of 5,000 VMs small.
+func prunedVM(vm ovirt.VM) ovirt.VM {
+	macs := map[string]bool{}
+	for _, n := range vm.NICs {
+		macs[strings.ToLower(strings.TrimSpace(n.MAC))] = true
+	}
+	var devs []ovirt.ReportedDevice
+	for _, d := range vm.ReportedDevices {
+		if m := strings.ToLower(strings.TrimSpace(d.MAC)); macs[m] && m != zeroMAC {
+			devs = append(devs, d)
+		}
+	}
+	vm.ReportedDevices = devs
+	vm.Description = ""
+	return vm
+}
+
+// vmDigest sums up what a change of wakes the machine: status, host, disks, NICs and the
+// addresses of its NICs.
+func vmDigest(vm *ovirt.VM) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%s|", vm.Status, vm.HostID, vm.Comment)
+	for _, d := range vm.Disks {
+		fmt.Fprintf(&b, "d:%s:%d:%s:%t;", d.ID, d.ProvisionedSize, d.Status, d.Bootable)
+	}
+	for _, n := range vm.NICs {
+		fmt.Fprintf(&b, "n:%s:%s:%s;", n.ID, strings.ToLower(n.MAC), n.VnicProfileID)
+	}
+	devs := slices.Clone(vm.ReportedDevices)
+	slices.SortFunc(devs, func(a, b ovirt.ReportedDevice) int { return strings.Compare(a.Name+a.MAC, b.Name+b.MAC) })
+	for _, d := range devs {
+		ips := slices.Clone(d.IPs)
+		slices.Sort(ips)
+		fmt.Fprintf(&b, "r:%s:%s:%s;", d.Name, strings.ToLower(d.MAC), strings.Join(ips, ","))
+	}
+	return b.String()
+}
+
+// orphan is an orphaned VM of the last inventory.
+type orphan struct {
+	vm    ovirt.VM
+	owner vmOwner
+	since time.Time
+}
+
+// reportOrphans finds the VMs of the inventory whose OVirtMachine does not exist, reports them on
+// the provider and, with spec.orphanedVMs Delete, removes those past their grace period.
+func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, total int) {
+	now := inv.now()
+	inv.mu.Lock()
+	pi := inv.providers[p.Name]
+	type candidate struct {
+		id string
+		e  inventoryVM
+	}
+	var candidates []candidate
+	for id, e := range pi.vms {
+		if e.missing == 0 {
+			candidates = append(candidates, candidate{id, *e})
+		}
+	}
+	inv.mu.Unlock()
+
+	var orphans []orphan
+	for _, c := range candidates {
+		gone, err := inv.machineGone(ctx, c.e.owner)
+		if err != nil {
+			log.Error(err, "Checking whether the OVirtMachine of a VM exists", "vmID", c.e.vm.ID)
+			return
+		}
+		inv.mu.Lock()
+		e := pi.vms[c.id]
+		if e != nil {
+			switch {
+			case !gone:
+				e.orphanSince = time.Time{}
+			case e.orphanSince.IsZero():
+				e.orphanSince = now
+			}
+			if gone {
+				orphans = append(orphans, orphan{vm: e.vm, owner: e.owner, since: e.orphanSince})
+			}
+		}
+		inv.mu.Unlock()
+	}
+	slices.SortFunc(orphans, func(a, b orphan) int { return strings.Compare(a.vm.Name, b.vm.Name) })
+
+	var removed, blocked []string
+	if p.Spec.OrphanedVMs == infrav1.OrphanedVMsDelete {
+		grace := infrav1.DefaultOrphanedVMsGracePeriod
+		if p.Spec.OrphanedVMsGracePeriod != nil {
+			// Admission refuses less than MinOrphanedVMsGracePeriod; what is stored is honoured.
+			grace = p.Spec.OrphanedVMsGracePeriod.Duration
+		}
+		for _, o := range orphans {
+			if now.Sub(o.since) < grace {
+				continue
+			}
+			done, why := inv.removeOrphan(ctx, log, p, cl, o)
+			switch {
+			case done:
+				removed = append(removed, o.vm.ID)
+			case why != "":
+				blocked = append(blocked, why)
+			}
+		}
+	}
+	inv.mu.Lock()
+	newOrphans := false
+	current := map[string]bool{}
+	for _, o := range orphans {
+		if slices.Contains(removed, o.vm.ID) {
+			continue
+		}
+		current[o.vm.ID] = true
+		if !pi.orphans[o.vm.ID] {
+			newOrphans = true
+		}
+	}
+	pi.orphans = current
+	at := pi.at
+	inv.mu.Unlock()
+
+	var left []orphan
+	for _, o := range orphans {
+		if current[o.vm.ID] {
+			left = append(left, o)
+		}
+	}
+	inv.Metrics.set(p.Name, total-len(removed), len(left), at)
+	if newOrphans {
+		inv.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventOrphanedVMs, "Inventory", "%s", orphansMessage(p, left, now))
+		log.Info("Found orphaned VMs: their OVirtMachines do not exist", "count", len(left), "policy", orphanPolicy(p))
+	}
+	if err := inv.patchProvider(ctx, p, total-len(removed), left, blocked, at, now); err != nil {
+		log.Error(err, "Recording the inventory in the OVirtProvider status")
+	}
+}
+
+// machineGone reports whether the OVirtMachine a marker names is gone: not in the cache and not
+// in the API server (the cache may lag behind a machine just created). An object with the same
+// name but another UID is not gone: it was recreated (clusterctl move, a restore) and rewrites
+// the marker at its next read.
+func (inv *Inventory) machineGone(ctx context.Context, o vmOwner) (bool, error) {
+	key := types.NamespacedName{Namespace: o.namespace, Name: o.name}
+	om := &infrav1.OVirtMachine{}
+	err := inv.Client.Get(ctx, key, om)
+	if err == nil {
+		return false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	err = inv.APIReader.Get(ctx, key, om)
+	if err == nil {
+		return false, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// removeOrphan removes an orphaned VM past its grace period, with the data-safety rules of a
+// machine deletion: the VM is read again and must still carry this management cluster's marker
+// for an OVirtMachine that still does not exist; a VM with a disk that is not bootable (a CSI
+// volume, a data disk: nothing recorded it as a system disk) attached is left alone; a VM that is
+// not down is stopped first (removed at a later inventory). It returns whether the VM is gone,
+// or why it is left.
+func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, o orphan) (bool, string) {
+	log = log.WithValues("vmID", o.vm.ID, "vmName", o.vm.Name, "markedFor", o.owner.namespace+"/"+o.owner.name)
+	vm, err := cl.GetVM(ctx, o.vm.ID)
+	if err != nil {
+		if ovirtNotFound(err) {
+			return true, ""
+		}
+		log.Info("Cannot read the orphaned VM; retrying at the next inventory", "error", err.Error())
+		return false, ""
+	}
+	owner, ok := parseOwnerMarker(vm.Comment)
+	if !ok || owner != o.owner {
+		log.Info("The orphaned VM's owner marker changed; not removing it")
+		return false, ""
+	}
+	if gone, err := inv.machineGone(ctx, owner); err != nil || !gone {
+		return false, ""
+	}
+	disks, err := cl.ListDiskAttachments(ctx, vm.ID)
+	if err != nil {
+		log.Info("Cannot read the orphaned VM's disks; retrying at the next inventory", "error", err.Error())
+		return false, ""
+	}
+	var other []string
+	for _, d := range disks {
+		if !d.Bootable {
+			other = append(other, d.Alias)
+		}
+	}
+	if len(other) > 0 {
+		why := fmt.Sprintf("VM %s (%s) has disks that are not system disks attached (%s): detach them to let it be removed", vm.Name, vm.ID, strings.Join(other, ", "))
+		inv.mu.Lock()
+		reported := inv.providers[p.Name].orphans[vm.ID]
+		inv.mu.Unlock()
+		if !reported || conditions.GetReason(p, infrav1.OrphanedVMsCondition) != infrav1.OrphanedVMsNotDeletableReason {
+			inv.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventOrphanNotDeleted, "RemoveOrphanedVM", "Not removing orphaned %s", why)
+		}
+		return false, why
+	}
+	if vm.Status != ovirt.VMStatusDown {
+		if vm.Status == ovirt.VMStatusImageLocked {
+			return false, ""
+		}
+		if err := cl.Power(ctx, vm.ID, ovirt.PowerStop); err != nil {
+			log.Info("Cannot stop the orphaned VM; retrying at the next inventory", "error", err.Error())
+			return false, ""
+		}
+		log.Info("Stopped the orphaned VM; it is removed once down")
+		return false, ""
+	}
+	if err := cl.RemoveVM(ctx, vm.ID); err != nil {
+		if ovirtNotFound(err) {
+			return true, ""
+		}
+		log.Info("Cannot remove the orphaned VM; retrying at the next inventory", "error", err.Error())
+		return false, ""
+	}
+	log.Info("Removed the orphaned VM (spec.orphanedVMs: Delete)")
+	inv.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventOrphanedVMRemoved, "RemoveOrphanedVM",
+		"Removed orphaned VM %s (%s): its OVirtMachine %s/%s does not exist (orphan since %s)", vm.Name, vm.ID,
+		owner.namespace, owner.name, o.since.UTC().Format(time.RFC3339))
+	inv.mu.Lock()
+	delete(inv.providers[p.Name].vms, strings.ToLower(vm.ID))
+	inv.mu.Unlock()
+	return true, ""
+}
+
+func orphanPolicy(p *infrav1.OVirtProvider) infrav1.OrphanedVMsPolicy {
+	if p.Spec.OrphanedVMs == "" {
+		return infrav1.OrphanedVMsReport
+	}
+	return p.Spec.OrphanedVMs
+}
+
+// orphansMessage counts the orphans and names the first ones.
+func orphansMessage(p *infrav1.OVirtProvider, orphans []orphan, now time.Time) string {
+	names := make([]string, 0, min(len(orphans), maxOrphanNames))
+	for _, o := range orphans[:min(len(orphans), maxOrphanNames)] {
+		names = append(names, fmt.Sprintf("%s (%s, for OVirtMachine %s/%s, since %s)", o.vm.Name, o.vm.ID, o.owner.namespace, o.owner.name,
+			now.Sub(o.since).Truncate(time.Second)))
+	}
+	more := ""
+	if len(orphans) > maxOrphanNames {
+		more = fmt.Sprintf(" and %d more", len(orphans)-maxOrphanNames)
+	}
+	what := "they are only reported (spec.orphanedVMs: Report): remove them in oVirt, or set spec.orphanedVMs: Delete"
+	if orphanPolicy(p) == infrav1.OrphanedVMsDelete {
+		what = "spec.orphanedVMs is Delete: each is removed once it has been an orphan for spec.orphanedVMsGracePeriod"
+	}
+	return fmt.Sprintf("%d VMs carry this management cluster's owner marker but their OVirtMachine does not exist: %s%s; %s; see docs/operations.md \"Orphaned VMs\"",
+		len(orphans), strings.Join(names, ", "), more, what)
+}
+
+// patchProvider writes the inventory into the provider's status and its OrphanedVMs condition.
+func (inv *Inventory) patchProvider(ctx context.Context, p *infrav1.OVirtProvider, total int, orphans []orphan, blocked []string, at, now time.Time) error {
+	fresh := &infrav1.OVirtProvider{}
+	if err := inv.Client.Get(ctx, client.ObjectKeyFromObject(p), fresh); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	helper, err := patch.NewHelper(fresh, inv.Client)
+	if err != nil {
+		return err
+	}
+	t := metav1.NewTime(at)
+	fresh.Status.Inventory = &infrav1.OVirtProviderInventoryStatus{LastTime: &t, VMs: ptrInt32(total), OrphanedVMs: ptrInt32(len(orphans))}
+	c := metav1.Condition{Type: infrav1.OrphanedVMsCondition, ObservedGeneration: fresh.Generation}
+	switch {
+	case len(orphans) == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, infrav1.NoOrphanedVMsReason
+	case len(blocked) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, infrav1.OrphanedVMsNotDeletableReason
+		c.Message = orphansMessage(fresh, orphans, now) + "; not removed: " + strings.Join(blocked[:min(len(blocked), maxOrphanNames)], "; ")
+	case orphanPolicy(fresh) == infrav1.OrphanedVMsDelete:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.OrphanedVMsDeletingReason, orphansMessage(fresh, orphans, now)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.OrphanedVMsFoundReason, orphansMessage(fresh, orphans, now)
+	}
+	if len(c.Message) > 10240 {
+		c.Message = c.Message[:10240]
+	}
+	conditions.Set(fresh, c)
+	return helper.Patch(ctx, fresh, patch.WithOwnedConditions{Conditions: []string{infrav1.OrphanedVMsCondition}})
+}
+
+func ptrInt32(n int) *int32 {
+	v := int32(min(n, 1<<31-1))
+	return &v
+}
+
+func ovirtNotFound(err error) bool {
+	return errors.Is(err, ovirt.ErrNotFound)
+}

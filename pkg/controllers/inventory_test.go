@@ -1,0 +1,297 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/ovirt"
+	"github.com/capov/capov/pkg/ovirt/fake"
+)
+
+const testClusterID = "mc-1"
+
+type inventoryFixture struct {
+	inv *Inventory
+	c   client.Client
+	ov  *fake.Client
+	rec *events.FakeRecorder
+	p   *infrav1.OVirtProvider
+	now time.Time
+}
+
+func newInventoryFixture(t *testing.T, machines ...string) *inventoryFixture {
+	t.Helper()
+	g := NewWithT(t)
+	s := runtime.NewScheme()
+	g.Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
+	g.Expect(infrav1.AddToScheme(s)).To(Succeed())
+	f := &inventoryFixture{ov: fake.NewDefaultClient(), rec: events.NewFakeRecorder(100), now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+	f.p = &infrav1.OVirtProvider{ObjectMeta: metav1.ObjectMeta{Name: "p1"},
+		Spec: infrav1.OVirtProviderSpec{Engine: "https://engine.example.com/ovirt-engine/api", CredentialsSecretName: "p1-creds"}}
+	objs := []client.Object{f.p, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capov-system", Name: "p1-creds"},
+		Data: map[string][]byte{"username": []byte("admin@internal"), "password": []byte("secret")}}}
+	for _, name := range machines {
+		objs = append(objs, &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+			Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: infrav1.OVirtVMSpec{Provider: "p1"}}})
+	}
+	f.c = crfake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithStatusSubresource(&infrav1.OVirtProvider{}).
+		WithIndex(&infrav1.OVirtMachine{}, providerIndex, func(o client.Object) []string {
+			return []string{o.(*infrav1.OVirtMachine).Spec.Provider}
+		}).Build()
+	f.inv = &Inventory{
+		Client: f.c, APIReader: f.c, Recorder: f.rec, ManagementClusterID: testClusterID,
+		Connector: &Connector{Reader: f.c, Namespace: "capov-system", Factory: fake.NewFactory(f.ov)},
+		Interval:  time.Minute, Retry: time.Minute, PageSize: 2, Log: logr.Discard(),
+		Now: func() time.Time { return f.now },
+	}
+	f.inv.init()
+	f.inv.started = f.now
+	return f
+}
+
+// vmFor puts a VM with the owner marker of ns/name (this management cluster unless mc says
+// otherwise) into the fake Engine.
+func (f *inventoryFixture) vmFor(name, mc string, status ovirt.VMStatus, disks ...ovirt.Disk) ovirt.VM {
+	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+	if len(disks) == 0 {
+		disks = []ovirt.Disk{{ID: "disk-" + name, Alias: name + "_Disk1", Bootable: true, Status: ovirt.DiskStatusOK}}
+	}
+	return f.ov.PutVM(ovirt.VM{Name: name, Comment: ownerMarker(om, mc), Status: status, Disks: disks,
+		NICs:            []ovirt.NIC{{ID: "nic-" + name, Name: "nic1", MAC: "56:6f:00:00:00:01"}},
+		ReportedDevices: []ovirt.ReportedDevice{{Name: "eth0", MAC: "56:6f:00:00:00:01", IPs: []string{"10.0.0.1"}}, {Name: "kube-ipvs0", MAC: "aa:bb:cc:dd:ee:ff", IPs: []string{"10.96.0.1"}}}})
+}
+
+func (f *inventoryFixture) run(t *testing.T) {
+	t.Helper()
+	NewWithT(t).Expect(f.inv.RunOnce(context.Background(), f.p)).To(BeTrue())
+}
+
+// woken returns the machines the inventory enqueued since the last call.
+func (f *inventoryFixture) woken() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.inv.wake:
+			out = append(out, e.Object.GetName())
+		default:
+			return out
+		}
+	}
+}
+
+func (f *inventoryFixture) provider(t *testing.T) *infrav1.OVirtProvider {
+	t.Helper()
+	p := &infrav1.OVirtProvider{}
+	NewWithT(t).Expect(f.c.Get(context.Background(), client.ObjectKey{Name: "p1"}, p)).To(Succeed())
+	return p
+}
+
+func TestTheInventoryListsTheVMsOfThisManagementClusterInPages(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t, "w-1", "w-2", "w-3")
+	a, b, c := f.vmFor("w-1", testClusterID, ovirt.VMStatusUp), f.vmFor("w-2", testClusterID, ovirt.VMStatusUp), f.vmFor("w-3", testClusterID, ovirt.VMStatusUp)
+	foreign := f.vmFor("w-4", "another-cluster", ovirt.VMStatusUp)
+
+	_, _, obs := f.inv.lookup("p1", a.ID)
+	g.Expect(obs).To(Equal(vmPending), "before the first inventory machines wait for it")
+	f.run(t)
+	g.Expect(f.ov.CallCount("ListVMs")).To(Equal(2), "three VMs in pages of two")
+	g.Expect(f.ov.CallCount("GetVM")).To(BeZero())
+	g.Expect(f.woken()).To(ConsistOf("w-1", "w-2", "w-3"), "the first inventory wakes every machine of the provider")
+	for _, vm := range []ovirt.VM{a, b, c} {
+		got, complete, obs := f.inv.lookup("p1", vm.ID)
+		g.Expect(obs).To(Equal(vmPresent))
+		g.Expect(complete).To(BeTrue())
+		g.Expect(got.Status).To(Equal(ovirt.VMStatusUp))
+		g.Expect(got.ReportedDevices).To(HaveLen(1), "only the devices of the VM's own NICs are kept")
+	}
+	_, _, obs = f.inv.lookup("p1", foreign.ID)
+	g.Expect(obs).To(Equal(vmUnknown), "another management cluster's VM is not in this inventory")
+
+	p := f.provider(t)
+	g.Expect(p.Status.Inventory).NotTo(BeNil())
+	g.Expect(*p.Status.Inventory.VMs).To(BeEquivalentTo(3))
+	g.Expect(*p.Status.Inventory.OrphanedVMs).To(BeZero())
+	g.Expect(conditions.GetReason(p, infrav1.OrphanedVMsCondition)).To(Equal(infrav1.NoOrphanedVMsReason))
+
+	// Nothing changed: nobody is woken.
+	f.run(t)
+	g.Expect(f.woken()).To(BeEmpty())
+}
+
+func TestTheInventoryWakesAMachineWhoseVMChanged(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t, "w-1", "w-2")
+	a := f.vmFor("w-1", testClusterID, ovirt.VMStatusUp)
+	f.vmFor("w-2", testClusterID, ovirt.VMStatusUp)
+	f.run(t)
+	f.woken()
+
+	a.Status = ovirt.VMStatusDown
+	f.ov.PutVM(a)
+	f.run(t)
+	g.Expect(f.woken()).To(ConsistOf("w-1"))
+	got, _, obs := f.inv.lookup("p1", a.ID)
+	g.Expect(obs).To(Equal(vmPresent))
+	g.Expect(got.Status).To(Equal(ovirt.VMStatusDown))
+
+	a.ReportedDevices[0].IPs = []string{"10.0.0.9"}
+	f.ov.PutVM(a)
+	f.run(t)
+	g.Expect(f.woken()).To(ConsistOf("w-1"), "a new address wakes it too")
+}
+
+func TestAVMMissingTwiceIsLeftToATargetedRead(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t, "w-1")
+	a := f.vmFor("w-1", testClusterID, ovirt.VMStatusUp)
+	f.run(t)
+	f.woken()
+
+	f.ov.ListVMsFunc = func(context.Context, ovirt.VMQuery) (ovirt.VMPage, error) {
+		return ovirt.VMPage{Complete: true}, nil // the Engine lost it from its listing
+	}
+	f.run(t)
+	_, _, obs := f.inv.lookup("p1", a.ID)
+	g.Expect(obs).To(Equal(vmMissingOnce), "missing once proves nothing")
+	g.Expect(f.woken()).To(BeEmpty())
+	f.run(t)
+	_, _, obs = f.inv.lookup("p1", a.ID)
+	g.Expect(obs).To(Equal(vmMissing))
+	g.Expect(f.woken()).To(ConsistOf("w-1"), "missing twice: the machine confirms with a read of its own")
+	g.Expect(f.ov.CallCount("GetVM")).To(BeZero(), "the inventory itself never declares a VM gone")
+
+	f.ov.ListVMsFunc = nil
+	f.run(t)
+	_, _, obs = f.inv.lookup("p1", a.ID)
+	g.Expect(obs).To(Equal(vmPresent))
+	g.Expect(f.woken()).To(ConsistOf("w-1"), "back again")
+}
+
+func TestAFailedInventoryKeepsThePreviousOne(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t, "w-1")
+	a := f.vmFor("w-1", testClusterID, ovirt.VMStatusUp)
+	f.run(t)
+	f.ov.ListVMsFunc = func(context.Context, ovirt.VMQuery) (ovirt.VMPage, error) {
+		return ovirt.VMPage{}, &ovirt.Error{Op: "ListVMs", Detail: "connection refused", Kinds: []error{ovirt.ErrUnreachable}}
+	}
+	g.Expect(f.inv.RunOnce(context.Background(), f.p)).To(BeFalse())
+	_, _, obs := f.inv.lookup("p1", a.ID)
+	g.Expect(obs).To(Equal(vmPresent), "a failed inventory proves nothing about the VMs")
+}
+
+func TestOrphanedVMsAreReportedNotDeletedByDefault(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t, "w-1")
+	f.vmFor("w-1", testClusterID, ovirt.VMStatusUp)
+	lost := f.vmFor("lost-1", testClusterID, ovirt.VMStatusUp)
+	f.vmFor("theirs", "another-cluster", ovirt.VMStatusUp)
+	f.run(t)
+
+	p := f.provider(t)
+	g.Expect(*p.Status.Inventory.OrphanedVMs).To(BeEquivalentTo(1))
+	c := conditions.Get(p, infrav1.OrphanedVMsCondition)
+	g.Expect(c).NotTo(BeNil())
+	g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(c.Reason).To(Equal(infrav1.OrphanedVMsFoundReason))
+	g.Expect(c.Message).To(ContainSubstring("lost-1 (" + lost.ID + ", for OVirtMachine ns/lost-1"))
+	g.Expect(c.Message).NotTo(ContainSubstring("theirs"), "another management cluster's VMs are not orphans")
+	g.Expect(<-f.rec.Events).To(ContainSubstring(eventOrphanedVMs))
+
+	f.now = f.now.Add(30 * 24 * time.Hour)
+	f.run(t)
+	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero())
+	g.Expect(f.ov.CallCount("Power")).To(BeZero())
+	g.Expect(f.rec.Events).To(BeEmpty(), "the event is emitted when an orphan appears, not at every inventory")
+}
+
+func TestOrphanedVMsAreRemovedAfterTheGracePeriodWhenOptedIn(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t)
+	f.p.Spec.OrphanedVMs = infrav1.OrphanedVMsDelete
+	f.p.Spec.OrphanedVMsGracePeriod = &metav1.Duration{Duration: time.Hour}
+	g.Expect(f.c.Update(context.Background(), f.p)).To(Succeed())
+	up := f.vmFor("lost-up", testClusterID, ovirt.VMStatusUp)
+	withCSI := f.vmFor("lost-csi", testClusterID, ovirt.VMStatusDown,
+		ovirt.Disk{ID: "os", Alias: "lost-csi_Disk1", Bootable: true}, ovirt.Disk{ID: "pvc", Alias: "pvc-1234"})
+	f.run(t)
+	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero(), "not before the grace period")
+	g.Expect(conditions.GetReason(f.provider(t), infrav1.OrphanedVMsCondition)).To(Equal(infrav1.OrphanedVMsDeletingReason))
+
+	f.now = f.now.Add(time.Hour)
+	f.run(t)
+	vm, _ := f.ov.VM(up.ID)
+	g.Expect(vm.Status).To(Equal(ovirt.VMStatusDown), "a running orphan is stopped first")
+	_, ok := f.ov.VM(withCSI.ID)
+	g.Expect(ok).To(BeTrue(), "a VM with a CSI disk attached is never removed")
+	p := f.provider(t)
+	g.Expect(conditions.GetReason(p, infrav1.OrphanedVMsCondition)).To(Equal(infrav1.OrphanedVMsNotDeletableReason))
+	g.Expect(conditions.GetMessage(p, infrav1.OrphanedVMsCondition)).To(ContainSubstring("pvc-1234"))
+
+	f.run(t)
+	_, ok = f.ov.VM(up.ID)
+	g.Expect(ok).To(BeFalse(), "removed once down")
+	_, ok = f.ov.VM(withCSI.ID)
+	g.Expect(ok).To(BeTrue())
+	p = f.provider(t)
+	g.Expect(*p.Status.Inventory.OrphanedVMs).To(BeEquivalentTo(1))
+	var removed bool
+	for len(f.rec.Events) > 0 {
+		if strings.Contains(<-f.rec.Events, eventOrphanedVMRemoved) {
+			removed = true
+		}
+	}
+	g.Expect(removed).To(BeTrue())
+}
+
+func TestAnOrphanWhoseMachineCameBackIsNotRemoved(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t)
+	f.p.Spec.OrphanedVMs = infrav1.OrphanedVMsDelete
+	g.Expect(f.c.Update(context.Background(), f.p)).To(Succeed())
+	vm := f.vmFor("w-1", testClusterID, ovirt.VMStatusDown)
+	f.run(t)
+	// clusterctl move brings the object back (another UID) before the grace period ends.
+	g.Expect(f.c.Create(context.Background(), &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w-1"},
+		Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: infrav1.OVirtVMSpec{Provider: "p1"}}})).To(Succeed())
+	f.now = f.now.Add(2 * time.Hour)
+	f.run(t)
+	_, ok := f.ov.VM(vm.ID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(*f.provider(t).Status.Inventory.OrphanedVMs).To(BeZero())
+}
+
+func TestTheOwnerMarkerNamesTheManagementCluster(t *testing.T) {
+	g := NewWithT(t)
+	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "w-1", UID: "uid-1"}}
+	m := ownerMarker(om, "mc-1")
+	g.Expect(m).To(Equal("capov ovirtmachine=team-a/w-1 uid=uid-1 management-cluster=mc-1"))
+	o, ok := parseOwnerMarker("before " + m + " after")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(o).To(Equal(vmOwner{"team-a", "w-1", "uid-1", "mc-1"}))
+	g.Expect(markerCurrent(&ovirt.VM{Comment: m}, om, "mc-1")).To(BeTrue())
+	g.Expect(markerCurrent(&ovirt.VM{Comment: m}, om, "mc-2")).To(BeFalse())
+	g.Expect(markerCurrent(&ovirt.VM{Comment: ownerMarker(om, "")}, om, "mc-1")).To(BeFalse(), "a marker from before the field")
+	g.Expect(ownedBy(ovirt.VM{Comment: m}, om)).To(BeTrue(), "adoption by name does not depend on it")
+
+	g.Expect(withOwnerMarker("x "+ownerMarker(om, "")+" y", om, "mc-1")).To(Equal("x "+m+" y"), "an old marker gains the field")
+	g.Expect(withOwnerMarker("x "+ownerMarker(om, "old")+" y", om, "mc-1")).To(Equal("x " + m + " y"))
+	g.Expect(withOwnerMarker(ownerMarker(om, "old"), om, "mc-1")).To(Equal(m))
+}
