@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -236,6 +237,11 @@ func (inv *Inventory) runDue(ctx context.Context, wg *sync.WaitGroup) {
 	for i := range list.Items {
 		p := &list.Items[i]
 		names[p.Name] = true
+		if !conditions.IsTrue(p, infrav1.ReadyCondition) {
+			// The provider's check says the Engine cannot be used: an inventory would only add
+			// failed logins (and feed the login breaker). Its machines wait for it to be Ready.
+			continue
+		}
 		inv.mu.Lock()
 		pi := inv.providers[p.Name]
 		if pi == nil {
@@ -282,6 +288,8 @@ func (inv *Inventory) markerSearch() string {
 func (inv *Inventory) RunOnce(ctx context.Context, p *infrav1.OVirtProvider) bool {
 	inv.init()
 	log := inv.Log.WithValues("OVirtProvider", klog.KObj(p))
+	// Every call is logged (--debug) with the provider and the inventory's name.
+	ctx = ctrl.LoggerInto(ctx, log)
 	cl, _, err := inv.Connector.Connect(ctx, p)
 	if err != nil {
 		log.V(2).Info("Cannot take the inventory: the provider does not connect", "reason", err.Error())
@@ -729,4 +737,20 @@ func ptrInt32(n int) *int32 {
 
 func ovirtNotFound(err error) bool {
 	return errors.Is(err, ovirt.ErrNotFound)
+}
+
+// String names an observation in logs.
+func (o vmObservation) String() string {
+	switch o {
+	case vmPending:
+		return "pending"
+	case vmPresent:
+		return "present"
+	case vmMissingOnce:
+		return "missing-once"
+	case vmMissing:
+		return "missing"
+	default:
+		return "unknown"
+	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -200,6 +203,7 @@ func TestAFailedInventoryKeepsThePreviousOne(t *testing.T) {
 func TestOrphanedVMsAreReportedNotDeletedByDefault(t *testing.T) {
 	g := NewWithT(t)
 	f := newInventoryFixture(t, "w-1")
+	f.inv.Metrics = NewInventoryMetrics(prometheus.NewRegistry())
 	f.vmFor("w-1", testClusterID, ovirt.VMStatusUp)
 	lost := f.vmFor("lost-1", testClusterID, ovirt.VMStatusUp)
 	f.vmFor("theirs", "another-cluster", ovirt.VMStatusUp)
@@ -214,6 +218,8 @@ func TestOrphanedVMsAreReportedNotDeletedByDefault(t *testing.T) {
 	g.Expect(c.Message).To(ContainSubstring("lost-1 (" + lost.ID + ", for OVirtMachine ns/lost-1"))
 	g.Expect(c.Message).NotTo(ContainSubstring("theirs"), "another management cluster's VMs are not orphans")
 	g.Expect(<-f.rec.Events).To(ContainSubstring(eventOrphanedVMs))
+	g.Expect(testutil.ToFloat64(f.inv.Metrics.orphaned.WithLabelValues("p1"))).To(BeEquivalentTo(1), "capov_orphaned_vms")
+	g.Expect(testutil.ToFloat64(f.inv.Metrics.vms.WithLabelValues("p1"))).To(BeEquivalentTo(2))
 
 	f.now = f.now.Add(30 * 24 * time.Hour)
 	f.run(t)
@@ -294,4 +300,20 @@ func TestTheOwnerMarkerNamesTheManagementCluster(t *testing.T) {
 	g.Expect(withOwnerMarker("x "+ownerMarker(om, "")+" y", om, "mc-1")).To(Equal("x "+m+" y"), "an old marker gains the field")
 	g.Expect(withOwnerMarker("x "+ownerMarker(om, "old")+" y", om, "mc-1")).To(Equal("x " + m + " y"))
 	g.Expect(withOwnerMarker(ownerMarker(om, "old"), om, "mc-1")).To(Equal(m))
+}
+
+// TestAMachineOfAnotherWatchFilterIsNotReconciled: a Node of a workload cluster shared by the
+// clusters of several managers maps to machines by VM id, past the event filter. Such a machine
+// is another manager's: nothing is done, nothing is written (before, both managers acted on it,
+// and with owner markers naming their management clusters they rewrote each other's).
+func TestAMachineOfAnotherWatchFilterIsNotReconciled(t *testing.T) {
+	g := NewWithT(t)
+	f := newMachineFixture(t)
+	before := f.get(t)
+	f.r.WatchFilterValue = "other-manager"
+	res, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(Equal(ctrl.Result{}))
+	g.Expect(f.ov.Calls()).To(BeEmpty())
+	g.Expect(f.get(t).ResourceVersion).To(Equal(before.ResourceVersion), "nothing written")
 }

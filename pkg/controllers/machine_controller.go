@@ -272,6 +272,12 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, err
 	}
+	if r.WatchFilterValue != "" && om.Labels[clusterv1.WatchLabel] != r.WatchFilterValue {
+		// Another manager's machine, woken by a source the event filter does not see (a Node of
+		// a workload cluster shared by clusters of several managers maps to it by VM id).
+		log.V(4).Info("Not reconciling: the object does not carry this manager's watch filter")
+		return ctrl.Result{}, nil
+	}
 
 	machine, err := util.GetOwnerMachine(ctx, r.Client, om.ObjectMeta)
 	if err != nil {

@@ -99,6 +99,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		if r.Inventory != nil && settled {
 			// A Ready machine takes its VM from the provider's inventory: no call of its own.
 			vm, complete, obs := r.Inventory.lookup(om.Spec.Provider, om.Status.VMID)
+			s.log.V(4).Info("Ready machine: the inventory's view of its VM", "observation", obs, "complete", complete)
 			switch {
 			case obs == vmPending:
 				// After a start or a leader change: the first inventory wakes the machine.

@@ -9,7 +9,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -71,6 +73,13 @@ func (o *observedRequests) first(since time.Time, method, template, vmID string)
 		}
 	}
 	return ovirtsim.ObservedRequest{}, false
+}
+
+// waitInventories waits until n more inventories (list requests) reached the provider.
+func (o *observedRequests) waitInventories(t *testing.T, n int) {
+	t.Helper()
+	since := time.Now()
+	NewWithT(t).Eventually(func() int { return o.count(since, "GET", "/vms", "") }, timeout, interval).Should(BeNumerically(">=", n))
 }
 
 func inventoryVMSpec() infrav1.OVirtVMSpec {
@@ -152,7 +161,7 @@ func TestInventory(t *testing.T) {
 		a, vmA := readyInventoryMachine(t, tc)
 		_, vmB := readyInventoryMachine(t, tc)
 		// Let the machines settle, then wake them up with updates that cost no oVirt call.
-		time.Sleep(2 * inventoryInterval)
+		obs.waitInventories(t, 2)
 		since := time.Now()
 		for i := range 3 {
 			cur := getOM(g, a)
@@ -172,6 +181,7 @@ func TestInventory(t *testing.T) {
 		g := NewWithT(t)
 		_, vmA := readyInventoryMachine(t, tc)
 		_, vmB := readyInventoryMachine(t, tc)
+		obs.waitInventories(t, 2)
 		since := time.Now()
 		im.restart(t)
 		// The first inventory, then time for every machine to be reconciled several times.
@@ -185,7 +195,7 @@ func TestInventory(t *testing.T) {
 	t.Run("a VM changed out of band is noticed within one interval", func(t *testing.T) {
 		g := NewWithT(t)
 		om, vm := readyInventoryMachine(t, tc)
-		time.Sleep(inventoryInterval)
+		obs.waitInventories(t, 2)
 		stopped := time.Now()
 		g.Expect(sim.SetVMGuestAgent(vm.ID, false)).To(Succeed())
 		t.Cleanup(func() { _ = sim.SetVMGuestAgent(vm.ID, true) })
@@ -199,7 +209,7 @@ func TestInventory(t *testing.T) {
 	t.Run("a VM missing from two inventories is confirmed by one read before it counts as gone", func(t *testing.T) {
 		g := NewWithT(t)
 		om, vm := readyInventoryMachine(t, tc)
-		time.Sleep(inventoryInterval)
+		obs.waitInventories(t, 2) // listed: known to the inventory
 		removed := time.Now()
 		g.Expect(sim.DeleteVM(vm.ID)).To(Succeed())
 		eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
@@ -224,13 +234,22 @@ func TestInventory(t *testing.T) {
 		orphanB, vmB := readyInventoryMachine(t, tc)
 		csiDisk, err := sim.AttachCSIDisk(vmB.ID, 5)
 		g.Expect(err).NotTo(HaveOccurred())
-		// Their objects go without the manager: the finalizer removed by hand.
+		obs.waitInventories(t, 2)
+		// Their objects go without the manager: paused (so that it does not put the finalizer
+		// back), the finalizer removed by hand, deleted.
 		for _, om := range []*infrav1.OVirtMachine{orphanA, orphanB} {
 			cur := getOM(g, om)
 			base := cur.DeepCopy()
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			cur.Annotations[clusterv1.PausedAnnotation] = "true"
 			cur.Finalizers = nil
 			g.Expect(k8s.Patch(ctx, cur, client.MergeFrom(base))).To(Succeed())
 			g.Expect(k8s.Delete(ctx, cur)).To(Succeed())
+			g.Eventually(func() bool {
+				return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(cur), &infrav1.OVirtMachine{}))
+			}, timeout, interval).Should(BeTrue())
 		}
 		lost := time.Now()
 		p := &infrav1.OVirtProvider{}
