@@ -107,7 +107,7 @@ integration: envtest ## Run the manager integration tests only (manager binary +
 	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) go test -count=1 -timeout 20m ./test/integration/...
 
 .PHONY: bench
-bench: envtest ## Run the provisioning benchmark (100-1,000 machines, ~30 min); rewrites docs/benchmarks.md and docs/bench/*.png.
+bench: envtest ## Run the provisioning benchmark (100-5,000 machines, ~70 min); rewrites docs/benchmarks.md and docs/bench/*.png.
 	go -C test/bench run ./cmd/bench -set=full $(BENCH_ARGS)
 
 .PHONY: bench-smoke

@@ -1,9 +1,11 @@
 // Package bench measures CAPOV at scale: N OVirtMachines (each with its owner Machine and
 // bootstrap Secret) provisioned by the manager binary, as a separate process, against the oVirt
 // simulator with injected per-call latency and boot time. It measures time to Ready, oVirt calls
-// per machine by endpoint, SSO logins, steady-state calls, deletion, the manager's memory and
-// API-server requests, and the webhook's admission latency, and writes docs/benchmarks.md with
-// charts. `make bench` runs the full set, `make bench-smoke` (part of `make test`) a small one.
+// per machine by endpoint, SSO logins, the Engine calls of Ready machines after a manager restart
+// and in steady state (per-VM reads and the bulk inventory side by side), orphan detection,
+// deletion, the manager's memory and API-server requests, and the webhook's admission latency,
+// and writes docs/benchmarks.md with charts. `make bench` runs the full set, `make bench-smoke`
+// (part of `make test`) a small one.
 package bench
 
 import (
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,12 +48,29 @@ type Scenario struct {
 	Latency time.Duration
 	// ImageLock, DiskLock and Boot are how long oVirt copies disks, extends a disk and boots.
 	ImageLock, DiskLock, Boot time.Duration
-	// Steady is the observation window after everything is Ready; SyncPeriod the manager's
-	// --sync-period and ProviderCheck its --provider-check-interval during it.
+	// Steady is the observation window after everything is Ready (0: none); SyncPeriod the
+	// manager's --sync-period (and --inventory-interval during the window) and ProviderCheck its
+	// --provider-check-interval.
 	Steady, SyncPeriod, ProviderCheck time.Duration
+	// CompareReads measures the restart and the steady window first with the inventory off
+	// (--inventory-interval=0: every Ready machine reads its VM, as before the inventory), then
+	// with it; without it only with the inventory.
+	CompareReads bool
+	// Clusters spreads the machines evenly over this many Clusters, each in its own namespace
+	// with its own view of the workload cluster's Nodes (0 or 1: one Cluster).
+	Clusters int
+	// RestartCreate times one machine created on the idle manager (all Ready) and one created
+	// right after a restart of the manager.
+	RestartCreate bool
+	// SkipDelete leaves the machines in place when the scenario is the last of the run: its
+	// deletion columns then say "not measured".
+	SkipDelete bool
 	// ManagerArgs are extra manager flags.
 	ManagerArgs []string
 }
+
+// clusters is the number of Clusters the machines are spread over.
+func (sc *Scenario) clusters() int { return max(sc.Clusters, 1) }
 
 // MinimalCreateCalls is the shortest oVirt call sequence that creates a machine: look the name
 // up, create, read (image unlocked), grow the OS disk, read (disk unlocked), start, read (up).
@@ -71,14 +91,28 @@ type Result struct {
 	// Logins are SSO logins during the whole scenario.
 	Logins int
 	// SteadyPerMachineHour is oVirt calls per machine per hour once Ready; SteadyVMReads the VM
-	// reads per machine per sync period; SteadyProviderChecks the provider checks in the window.
+	// reads per machine per sync period; SteadyProviderChecks the provider checks in the window
+	// (all in the steady window with the inventory, the manager's default).
 	SteadyPerMachineHour, SteadyVMReads float64
 	SteadyProviderChecks                int
 	SteadyWindow                        time.Duration
-	// Delete is the time to delete all machines, DeleteCalls the oVirt calls per machine.
-	Delete      time.Duration
-	DeleteCalls float64
-	// PeakRSS and PeakHeap are the manager's peak resident memory and Go heap in bytes.
+	// Economy are the restarts and steady windows of each way of observing Ready machines, in
+	// the order measured (per-VM reads first when compared).
+	Economy []Economy `json:",omitempty"`
+	// OrphanDetect is the time from an OVirtMachine gone (its VM left behind) until the
+	// provider's status counted the orphan (0: not measured); OrphanError says why it failed.
+	OrphanDetect time.Duration `json:",omitempty"`
+	OrphanError  string        `json:",omitempty"`
+	// IdleCreateTTR and RestartCreateTTR are the times to Ready of one machine created on the
+	// idle manager and of one created right after a restart (0: not measured).
+	IdleCreateTTR, RestartCreateTTR time.Duration `json:",omitempty"`
+	// Delete is the time to delete all machines, DeleteCalls the oVirt calls per machine;
+	// DeleteSkipped is set when the scenario left them in place.
+	Delete        time.Duration
+	DeleteCalls   float64
+	DeleteSkipped bool `json:",omitempty"`
+	// PeakRSS and PeakHeap are the peak resident memory and Go heap in bytes of the scenario's
+	// managers (the highest of every start).
 	PeakRSS, PeakHeap float64
 	// KubeRequests are the manager's requests to the management API server until all Ready.
 	KubeRequests float64
@@ -98,6 +132,16 @@ func (r *Result) Percentile(p float64) time.Duration {
 	return percentile.NearestRank(r.TTR, p)
 }
 
+// economy returns the measurement of a mode (nil if not measured).
+func (r *Result) economy(mode string) *Economy {
+	for i := range r.Economy {
+		if r.Economy[i].Mode == mode {
+			return &r.Economy[i]
+		}
+	}
+	return nil
+}
+
 // Runner runs scenarios on a stack started without a manager.
 type Runner struct {
 	Stack *harness.Stack
@@ -106,9 +150,11 @@ type Runner struct {
 	QPS   float64
 	Burst int
 	// ProfileDir, when set, receives heap profiles of each scenario's manager (all Ready, and
-	// after the steady window), taken through its --profiler-address.
+	// after each steady window), taken through its --profiler-address.
 	ProfileDir string
 	token      string
+	// starts counts the manager starts of each scenario (log file names).
+	starts map[string]int
 }
 
 const (
@@ -136,6 +182,7 @@ func (r *Runner) Setup(ctx context.Context) error {
 	if r.QPS == 0 {
 		r.QPS, r.Burst = 20, 40
 	}
+	r.starts = map[string]int{}
 	return nil
 }
 
@@ -154,53 +201,63 @@ func (r *Runner) say(format string, args ...any) {
 	fmt.Fprintf(r.Out, format+"\n", args...)
 }
 
-// Run measures one scenario.
-func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
-	sim := r.Stack.Sim
-	c := r.Stack.MgmtClient()
+// benchVMSpec is the VM of every bench machine.
+func benchVMSpec(clone bool) infrav1.OVirtVMSpec {
+	return infrav1.OVirtVMSpec{
+		Provider: benchProvider, OVirtCluster: "Default", Template: "rhcos-4.14", VMType: infrav1.VMTypeServer,
+		CPU: &infrav1.CPU{Sockets: 1, Cores: 2, Threads: 1}, Memory: &infrav1.Memory{SizeMB: 4096, GuaranteedMB: 2048},
+		OSDiskSizeGB: 40, NICs: []infrav1.NIC{{VnicProfile: "ovirtmgmt"}}, DiskClone: ptr.To(clone),
+	}
+}
+
+// Run measures one scenario; last is set for the last scenario of the run (SkipDelete).
+func (r *Runner) Run(ctx context.Context, sc Scenario, lastOfRun bool) (_ *Result, reterr error) {
+	sim, c := r.Stack.Sim, r.Stack.MgmtClient()
 	res := &Result{Scenario: sc}
-	r.say("== %s: %d machines, concurrency %d, clone %t, latency %s", sc.Name, sc.Machines, sc.Concurrency, sc.Clone, sc.Latency)
+	r.say("== %s: %d machines over %d clusters, concurrency %d, clone %t, latency %s", sc.Name, sc.Machines, sc.clusters(), sc.Concurrency, sc.Clone, sc.Latency)
 
 	sim.SetTimings(ovirtsim.Timings{ImageLock: sc.ImageLock, CloneFactor: 1, DiskLock: sc.DiskLock,
 		WaitForLaunch: sc.Boot / 3, PoweringUp: sc.Boot - sc.Boot/3, PoweringDown: 200 * time.Millisecond})
 	sim.SetLatency(ovirtsim.LatencyRule{Min: sc.Latency, Max: sc.Latency})
 	sim.ResetCounters()
 
-	args := append([]string{
-		fmt.Sprintf("--max-concurrent-reconciles=%d", sc.Concurrency),
-		"--sync-period=" + sc.SyncPeriod.String(), "--provider-check-interval=" + sc.ProviderCheck.String(),
-		"--vm-shutdown-timeout=30s",
-	}, sc.ManagerArgs...)
-	prof, err := newProfiler(r.ProfileDir, sc.Name)
+	mgr, err := r.startManager(ctx, &sc)
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, prof.args()...)
-	mgr, metricsAddr, err := r.Stack.StartManager(ctx, "manager-"+sc.Name, args)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = mgr.Stop(30 * time.Second) }()
-	sampler := newSampler(r, mgr, metricsAddr)
-	sampler.start()
-	defer sampler.stop()
+	defer func() {
+		// The manager of the last phase (none when a restart failed to start one).
+		if mgr == nil {
+			return
+		}
+		if err := mgr.stop(res); err != nil && reterr == nil {
+			r.say("   stopping the manager: %v", err)
+		}
+	}()
 
-	ns := "bench-" + sc.Name
-	cluster, err := r.createCluster(ctx, ns)
+	clusters, views, err := r.createClusters(ctx, &sc)
 	if err != nil {
 		return nil, err
 	}
-	spec := infrav1.OVirtVMSpec{
-		Provider: benchProvider, OVirtCluster: "Default", Template: "rhcos-4.14", VMType: infrav1.VMTypeServer,
-		CPU: &infrav1.CPU{Sockets: 1, Cores: 2, Threads: 1}, Memory: &infrav1.Memory{SizeMB: 4096, GuaranteedMB: 2048},
-		OSDiskSizeGB: 40, NICs: []infrav1.NIC{{VnicProfile: "ovirtmgmt"}}, DiskClone: ptr.To(sc.Clone),
+	if views != nil {
+		defer views.close()
 	}
-	created, err := r.createMachines(ctx, cluster, sc.Name, sc.Machines, spec)
+	items := make([]machineItem, sc.Machines)
+	perCluster := (sc.Machines + len(clusters) - 1) / len(clusters)
+	for i := range items {
+		items[i] = machineItem{cluster: clusters[i/perCluster], name: fmt.Sprintf("%s-%04d", sc.Name, i)}
+	}
+	created, err := r.createMachines(ctx, items, benchVMSpec(sc.Clone))
 	if err != nil {
 		return nil, err
 	}
 	start := earliest(created)
-	readyAt, err := r.waitReady(ctx, c, ns, sc.Machines, 30*time.Minute)
+	var readyAt map[string]time.Time
+	if timeout := max(30*time.Minute, 2*r.lowerBound(sc)+10*time.Minute); len(clusters) == 1 && sc.Machines <= 1000 {
+		readyAt, err = r.waitReady(ctx, clusters[0].Namespace, created, timeout)
+	} else {
+		readyAt, err = r.watchReady(ctx, created, timeout)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -215,60 +272,90 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	res.AllReady = last.Sub(start)
 	res.CreateCalls = perMachine(sim.Requests(), sc.Machines)
 	res.Logins = sim.Logins()
-	res.KubeRequests = sampler.kubeRequests()
+	res.KubeRequests = mgr.sampler.kubeRequests()
 	res.LowerBound = r.lowerBound(sc)
 	r.say("   all %d Ready in %s (lower bound %s, ratio %.2f); p50 %s p95 %s; %.1f oVirt calls per machine; %d logins",
 		sc.Machines, res.AllReady.Round(time.Millisecond), res.LowerBound.Round(time.Millisecond),
 		res.AllReady.Seconds()/res.LowerBound.Seconds(), res.Percentile(50).Round(time.Millisecond),
 		res.Percentile(95).Round(time.Millisecond), res.CreateCallsPerMachine(), res.Logins)
 	r.say("   oVirt calls per machine by endpoint: %s", formatCalls(res.CreateCalls))
-	r.saveHeap(ctx, prof, "ready")
+	r.saveHeap(ctx, mgr.prof, "ready")
 
-	// Steady state: nothing changes; count what the manager still asks oVirt.
+	deleted := sc.Machines
 	if sc.Steady > 0 {
-		sim.ResetCounters()
-		time.Sleep(sc.Steady)
-		reqs := sim.Requests()
-		total := 0
-		reads := 0
-		checks := 0
-		for k, v := range reqs {
-			total += v
-			if k.Method == "GET" && k.Path == "/vms/{id}" {
-				reads += v
-			}
-			if k.Method == "GET" && (k.Path == "/" || k.Path == "") {
-				checks += v
-			}
+		if mgr, err = r.measureReadyMachines(ctx, mgr, &sc, res, clusters[0].Namespace, items[0].name); err != nil {
+			return nil, err
 		}
-		res.SteadyWindow = sc.Steady
-		res.SteadyPerMachineHour = float64(total) / float64(sc.Machines) / sc.Steady.Hours()
-		res.SteadyVMReads = float64(reads) / float64(sc.Machines) / (sc.Steady.Seconds() / sc.SyncPeriod.Seconds())
-		res.SteadyProviderChecks = checks
-		r.say("   steady state over %s: %.1f calls per machine per hour, %.2f VM reads per machine per sync period, %d provider checks",
-			sc.Steady, res.SteadyPerMachineHour, res.SteadyVMReads, checks)
-		r.saveHeap(ctx, prof, "steady")
+		if err := c.Get(ctx, client.ObjectKey{Namespace: clusters[0].Namespace, Name: items[0].name}, &infrav1.OVirtMachine{}); apierrors.IsNotFound(err) {
+			deleted-- // the orphan's
+		}
 	}
+	if sc.RestartCreate {
+		if mgr, err = r.measureRestartCreate(ctx, mgr, &sc, res, clusters[0]); err != nil {
+			return nil, err
+		}
+		deleted += 2
+	}
+	if sc.SkipDelete && lastOfRun {
+		res.DeleteSkipped = true
+		rss, heap := mgr.sampler.peaks()
+		res.PeakRSS, res.PeakHeap = max(res.PeakRSS, rss), max(res.PeakHeap, heap)
+		r.say("   deletion skipped (last scenario): %d machines left in place; manager peak RSS %.0f MiB, heap %.0f MiB, %.0f API-server requests",
+			deleted, res.PeakRSS/(1<<20), res.PeakHeap/(1<<20), res.KubeRequests)
+		return res, nil
+	}
+	return res, r.deleteAll(ctx, mgr, res, clusters, deleted)
+}
 
-	// Deletion of everything.
+// measureReadyMachines measures what Ready machines cost (restarts and steady windows, see
+// measureEconomy) and the detection of an orphan (the VM of machine name in namespace ns). It
+// returns the manager left running.
+func (r *Runner) measureReadyMachines(ctx context.Context, mgr *managerRun, sc *Scenario, res *Result, ns, name string) (*managerRun, error) {
+	mgr, err := r.measureEconomy(ctx, mgr, sc, res)
+	if err != nil {
+		return nil, err
+	}
+	if e := res.economy(modeInventory); e != nil {
+		res.SteadyWindow = e.SteadyWindow
+		res.SteadyPerMachineHour = float64(sumCounts(e.SteadyCalls)) / float64(sc.Machines) / e.SteadyWindow.Hours()
+		res.SteadyVMReads = float64(e.SteadyCalls[vmReadEndpoint]) / float64(sc.Machines) / e.intervals(sc)
+		res.SteadyProviderChecks = e.SteadyCalls[providerCheckEndpoint]
+	}
+	// With the inventory of the last economy mode. A failure is reported, not fatal.
+	if res.OrphanDetect, err = r.measureOrphan(ctx, ns, name, sc.SyncPeriod); err != nil {
+		res.OrphanError = err.Error()
+		r.say("   orphan detection failed: %v", err)
+	} else {
+		r.say("   orphan detection: the provider counted the VM of a deleted OVirtMachine %s after it was gone (inventory interval %s)",
+			res.OrphanDetect.Round(100*time.Millisecond), sc.SyncPeriod)
+	}
+	return mgr, nil
+}
+
+// deleteAll deletes the OVirtMachines of the clusters (n of them) and times it; then the
+// workload Nodes, as CAPI would, for the next scenario.
+func (r *Runner) deleteAll(ctx context.Context, mgr *managerRun, res *Result, clusters []*clusterv1.Cluster, n int) error {
+	sim, c := r.Stack.Sim, r.Stack.MgmtClient()
 	sim.ResetCounters()
-	delStart := time.Now()
-	if err := c.DeleteAllOf(ctx, &infrav1.OVirtMachine{}, client.InNamespace(ns)); err != nil {
-		return nil, err
+	start := time.Now()
+	for _, cl := range clusters {
+		if err := c.DeleteAllOf(ctx, &infrav1.OVirtMachine{}, client.InNamespace(cl.Namespace)); err != nil {
+			return err
+		}
 	}
-	if err := waitGone(ctx, c, ns, 30*time.Minute); err != nil {
-		return nil, err
+	if err := waitGone(ctx, c, clusters, max(30*time.Minute, time.Duration(n)*time.Second)); err != nil {
+		return err
 	}
-	res.Delete = time.Since(delStart)
-	res.DeleteCalls = float64(sim.TotalRequests()) / float64(sc.Machines)
-	res.PeakRSS, res.PeakHeap = sampler.peaks()
+	res.Delete = time.Since(start)
+	res.DeleteCalls = float64(sim.TotalRequests()) / float64(n)
+	rss, heap := mgr.sampler.peaks()
+	res.PeakRSS, res.PeakHeap = max(res.PeakRSS, rss), max(res.PeakHeap, heap)
 	r.say("   deleted in %s, %.1f calls per machine; manager peak RSS %.0f MiB, heap %.0f MiB, %.0f API-server requests",
 		res.Delete.Round(time.Millisecond), res.DeleteCalls, res.PeakRSS/(1<<20), res.PeakHeap/(1<<20), res.KubeRequests)
-	// CAPI would delete the Nodes of deleted Machines; the bench does it for the next scenario.
 	if err := r.Stack.Workload.Client.DeleteAllOf(ctx, &corev1.Node{}); err != nil {
-		return nil, fmt.Errorf("deleting the workload Nodes: %w", err)
+		return fmt.Errorf("deleting the workload Nodes: %w", err)
 	}
-	return res, nil
+	return nil
 }
 
 // lowerBound is the least possible AllReady. Every machine needs MinimalCreateCalls calls:
@@ -284,7 +371,49 @@ func (r *Runner) lowerBound(sc Scenario) time.Duration {
 	return time.Duration(math.Max(byLatency, byRate) * float64(time.Second))
 }
 
-func (r *Runner) createCluster(ctx context.Context, ns string) (*clusterv1.Cluster, error) {
+// createClusters creates the scenario's Clusters, each in its own namespace bench-<scenario>
+// (bench-<scenario>-<i> with several), with the Node views they need when there are several.
+func (r *Runner) createClusters(ctx context.Context, sc *Scenario) ([]*clusterv1.Cluster, *nodeViews, error) {
+	n := sc.clusters()
+	if n == 1 {
+		cl, err := r.createCluster(ctx, "bench-"+sc.Name, r.Stack.WorkloadKubeconfig)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []*clusterv1.Cluster{cl}, nil, nil
+	}
+	views, err := startNodeViews(r.Stack.Workload.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	perCluster := (sc.Machines + n - 1) / n
+	var clusters []*clusterv1.Cluster
+	for k := range n {
+		ns := fmt.Sprintf("bench-%s-%02d", sc.Name, k)
+		var nodes []string
+		for i := k * perCluster; i < min((k+1)*perCluster, sc.Machines); i++ {
+			nodes = append(nodes, fmt.Sprintf("%s-%04d", sc.Name, i))
+		}
+		if k == 0 {
+			// The machines of RestartCreate join the first Cluster.
+			nodes = append(nodes, restartCreateName(sc, "idle"), restartCreateName(sc, "restart"))
+		}
+		kc, err := views.kubeconfig(ns, nodes)
+		if err == nil {
+			var cl *clusterv1.Cluster
+			if cl, err = r.createCluster(ctx, ns, kc); err == nil {
+				clusters = append(clusters, cl)
+			}
+		}
+		if err != nil {
+			views.close()
+			return nil, nil, err
+		}
+	}
+	return clusters, views, nil
+}
+
+func (r *Runner) createCluster(ctx context.Context, ns string, kubeconfig []byte) (*clusterv1.Cluster, error) {
 	c := r.Stack.MgmtClient()
 	if err := c.Create(ctx, harness.Namespace(ns)); err != nil {
 		return nil, err
@@ -296,7 +425,7 @@ func (r *Runner) createCluster(ctx context.Context, ns string) (*clusterv1.Clust
 	if err := c.Create(ctx, harness.OVirtCluster(cluster, "10.0.1.100", 6443)); err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, harness.KubeconfigSecret(cluster, r.Stack.WorkloadKubeconfig)); err != nil {
+	if err := c.Create(ctx, harness.KubeconfigSecret(cluster, kubeconfig)); err != nil {
 		return nil, err
 	}
 	if err := harness.SetInfrastructureProvisioned(ctx, c, cluster); err != nil {
@@ -305,22 +434,28 @@ func (r *Runner) createCluster(ctx context.Context, ns string) (*clusterv1.Clust
 	return cluster, nil
 }
 
-// createMachines creates N bootstrap Secrets, Machines and OVirtMachines with 16 workers and
-// returns each OVirtMachine's creation time.
-func (r *Runner) createMachines(ctx context.Context, cluster *clusterv1.Cluster, prefix string, n int, spec infrav1.OVirtVMSpec) (map[string]time.Time, error) {
+// machineItem is one machine to create: its name and its Cluster.
+type machineItem struct {
+	cluster *clusterv1.Cluster
+	name    string
+}
+
+// createMachines creates the bootstrap Secrets, Machines and OVirtMachines of items with 16
+// workers and returns each OVirtMachine's creation time by name.
+func (r *Runner) createMachines(ctx context.Context, items []machineItem, spec infrav1.OVirtVMSpec) (map[string]time.Time, error) {
 	c := r.Stack.MgmtClient()
-	created := make(map[string]time.Time, n)
+	created := make(map[string]time.Time, len(items))
 	var mu sync.Mutex
 	var firstErr error
-	work := make(chan int)
+	work := make(chan machineItem)
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range work {
+			for it := range work {
 				// Names are unique across scenarios, as VM and Node names are in real life.
-				name := fmt.Sprintf("%s-%04d", prefix, i)
+				name, cluster := it.name, it.cluster
 				err := func() error {
 					if err := c.Create(ctx, harness.BootstrapSecret(cluster.Namespace, name+"-bootstrap", cluster.Name, `{"ignition":{"version":"3.2.0"}}`, "ignition")); err != nil {
 						return err
@@ -347,17 +482,20 @@ func (r *Runner) createMachines(ctx context.Context, cluster *clusterv1.Cluster,
 			}
 		}()
 	}
-	for i := 0; i < n; i++ {
-		work <- i
+	for _, it := range items {
+		work <- it
 	}
 	close(work)
 	wg.Wait()
 	return created, firstErr
 }
 
-// waitReady lists the OVirtMachines until all n are Ready and returns when each was first seen
-// Ready (within the list period).
-func (r *Runner) waitReady(ctx context.Context, c client.Client, ns string, n int, timeout time.Duration) (map[string]time.Time, error) {
+// waitReady lists the OVirtMachines of namespace ns until all of created are Ready and returns
+// when each was first seen Ready (within the list period: 200 ms, 1 s above 200 machines; see
+// watchReady for thousands).
+func (r *Runner) waitReady(ctx context.Context, ns string, created map[string]time.Time, timeout time.Duration) (map[string]time.Time, error) {
+	c := r.Stack.MgmtClient()
+	n := len(created)
 	readyAt := map[string]time.Time{}
 	deadline := time.Now().Add(timeout)
 	period := 200 * time.Millisecond
@@ -371,7 +509,7 @@ func (r *Runner) waitReady(ctx context.Context, c client.Client, ns string, n in
 		}
 		now := time.Now()
 		for _, om := range oms.Items {
-			if ptr.Deref(om.Status.Initialization.Provisioned, false) {
+			if _, ours := created[om.Name]; ours && ptr.Deref(om.Status.Initialization.Provisioned, false) {
 				if _, seen := readyAt[om.Name]; !seen {
 					readyAt[om.Name] = now
 				}
@@ -389,18 +527,22 @@ func (r *Runner) waitReady(ctx context.Context, c client.Client, ns string, n in
 	return readyAt, nil
 }
 
-func waitGone(ctx context.Context, c client.Client, ns string, timeout time.Duration) error {
+func waitGone(ctx context.Context, c client.Client, clusters []*clusterv1.Cluster, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		oms := &infrav1.OVirtMachineList{}
-		if err := c.List(ctx, oms, client.InNamespace(ns)); err != nil {
-			return err
+		left := 0
+		for _, cl := range clusters {
+			oms := &infrav1.OVirtMachineList{}
+			if err := c.List(ctx, oms, client.InNamespace(cl.Namespace)); err != nil {
+				return err
+			}
+			left += len(oms.Items)
 		}
-		if len(oms.Items) == 0 {
+		if left == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d machines still exist after %s", len(oms.Items), timeout)
+			return fmt.Errorf("%d machines still exist after %s", left, timeout)
 		}
 		select {
 		case <-ctx.Done():

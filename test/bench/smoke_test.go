@@ -11,7 +11,9 @@ import (
 )
 
 // TestBenchSmoke is `make bench-smoke`: the benchmark machinery on ten machines, asserting the
-// economy targets that do not depend on scale.
+// economy targets that do not depend on scale: creation calls, one login, and with the
+// inventory no per-VM reads of Ready machines, one inventory page per interval, a restart
+// within N/50 + 5 Engine calls, and orphans reported.
 func TestBenchSmoke(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -24,6 +26,25 @@ func TestBenchSmoke(t *testing.T) {
 	g.Expect(r.CreateCallsPerMachine()).To(BeNumerically("<=", 12), "oVirt calls per machine creation: %v", r.CreateCalls)
 	g.Expect(r.Logins).To(Equal(1), "one SSO login per provider")
 	g.Expect(r.SteadyVMReads).To(BeNumerically("<=", 1.0), "VM reads per machine per sync period")
+
+	// The inventory: Ready machines read nothing themselves; one page per interval lists them.
+	inv := r.economy(modeInventory)
+	g.Expect(inv).NotTo(BeNil())
+	g.Expect(inv.SteadyCalls[vmReadEndpoint]).To(BeZero(), "per-VM reads of Ready machines with the inventory on: %v", inv.SteadyCalls)
+	g.Expect(inv.SteadyCalls[vmListEndpoint]).To(BeNumerically(">", 0), "inventory pages in the steady window: %v", inv.SteadyCalls)
+	g.Expect(float64(inv.SteadyCalls[vmListEndpoint])/inv.intervals(&r.Scenario)).To(BeNumerically("<=", InventoryCallsAllowed(10, inventoryPageSize)),
+		"inventory pages per interval: %v", inv.SteadyCalls)
+	// A restart costs the first inventory and the provider's checks, not a read per machine.
+	g.Expect(inv.RestartSettled).To(BeTrue(), "the restarted manager settled")
+	g.Expect(float64(inv.RestartTotal())).To(BeNumerically("<=", RestartAllowed(10)), "Engine calls of a restart with the inventory on: %v", inv.RestartCalls)
+	// The per-VM reads of the same machines, measured the same way, cost a read per machine:
+	// the method sees what the inventory saves.
+	reads := r.economy(modeReads)
+	g.Expect(reads).NotTo(BeNil())
+	g.Expect(reads.RestartTotal()).To(BeNumerically(">=", 10), "Engine calls of a restart with per-VM reads: %v", reads.RestartCalls)
+	// The orphan is reported within the inventory interval; twice that on a busy shared machine.
+	g.Expect(r.OrphanError).To(BeEmpty(), "orphan detection")
+	g.Expect(r.OrphanDetect).To(BeNumerically("<=", 2*r.SyncPeriod+orphanSlack), "orphan detection")
 	g.Expect(r.DeleteCalls).To(BeNumerically(">", 0))
 	g.Expect(r.PeakRSS).To(BeNumerically(">", 0))
 	g.Expect(rep.WebhookErrors).To(BeZero())
@@ -43,6 +64,7 @@ func TestBenchSmoke(t *testing.T) {
 	b, _ := os.ReadFile(doc)
 	g.Expect(string(b)).To(ContainSubstring("hand-written text"))
 	g.Expect(string(b)).To(ContainSubstring("economy-10"))
+	g.Expect(string(b)).To(ContainSubstring("per-VM reads and the inventory, side by side"))
 
 	// The saved results render the same report.
 	saved := filepath.Join(dir, "results.json")

@@ -818,10 +818,19 @@ func (c *client) RemoveVM(ctx context.Context, vmID string) error {
 
 // EngineInfo implements ovirt.Client: the session reads it once (a failed read is not kept).
 func (c *client) EngineInfo(ctx context.Context) (ovirt.EngineInfo, error) {
-	c.s.mu.Lock()
-	info, ok := c.s.engine, c.s.engineKnown
-	c.s.mu.Unlock()
-	if ok {
+	known := func() (ovirt.EngineInfo, bool) {
+		c.s.mu.Lock()
+		defer c.s.mu.Unlock()
+		return c.s.engine, c.s.engineKnown
+	}
+	if info, ok := known(); ok {
+		return info, nil
+	}
+	// One read for all who ask at once; the others take its answer (or, after a failure, try
+	// in turn).
+	c.s.engineRead.Lock()
+	defer c.s.engineRead.Unlock()
+	if info, ok := known(); ok {
 		return info, nil
 	}
 	info, err := c.Ping(ctx)

@@ -18,9 +18,13 @@ import (
 // pages follow.
 const commentSearchRefused = "\"';\\*"
 
+// vmListFollow is what a VM of a page brings inline: what GetVM follows, and the host it runs on
+// (its name: without it, an inventory after a start would read every host once).
+const vmListFollow = vmFollow + ",host"
+
 // ListVMs implements ovirt.Client with one engine call per page:
 //
-//	GET /vms?search=comment="*<text>*" sortby name asc page <n>&max=<size>&case_sensitive=true&follow=disk_attachments.disk,nics.reported_devices
+//	GET /vms?search=comment="*<text>*" sortby name asc page <n>&max=<size>&case_sensitive=true&follow=disk_attachments.disk,nics.reported_devices,host
 //
 // The Engine pages its ordered result itself (ROW_NUMBER() BETWEEN (n-1)*max+1 AND n*max). With
 // case_sensitive the match is LIKE '%<text>%' with '_' and '%' escaped: exactly "contains", so
@@ -41,7 +45,7 @@ func (c *client) ListVMs(ctx context.Context, q ovirt.VMQuery) (ovirt.VMPage, er
 	}
 	page, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (ovirt.VMPage, error) {
 		resp, err := conn.SystemService().VmsService().List().Search(search).CaseSensitive(true).
-			Max(int64(q.PageSize)).Follow(vmFollow).Send()
+			Max(int64(q.PageSize)).Follow(vmListFollow).Send()
 		if err != nil {
 			return ovirt.VMPage{}, err
 		}

@@ -159,7 +159,7 @@ func TestListVMsAsksTheEngineForOneCaseSensitivePage(t *testing.T) {
 		"search":         {`comment="*capov ovirtmachine=*" sortby name asc page 1`},
 		"max":            {"10"},
 		"case_sensitive": {"true"},
-		"follow":         {"disk_attachments.disk,nics.reported_devices"},
+		"follow":         {"disk_attachments.disk,nics.reported_devices,host"},
 	}))
 
 	// An engine that ignores case_sensitive matches v-0 too (ILIKE): the client drops it.
@@ -260,47 +260,58 @@ func TestListVMsRefusesInvalidQueriesBeforeAnyRequest(t *testing.T) {
 	}
 }
 
-func TestListVMsNamesHostsOncePerSession(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	sim, _, c := listClient(t)
-	ids := createOwnedVMs(t, c, "h-1", "h-2", "h-3", "h-4", "h-5")
-	hosts := map[string]bool{}
-	for _, id := range ids {
-		g.Expect(c.Power(ctx, id, ovirt.PowerStart)).To(Succeed())
-	}
-	for _, id := range ids {
-		h, running := sim.VMHost(id)
-		g.Expect(running).To(BeTrue())
-		hosts[h] = true
-	}
-	g.Expect(len(hosts)).To(BeNumerically("<", len(ids)), "some VMs share a host")
-
-	mark := time.Now()
-	p, err := c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: 1, PageSize: 10})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(p.VMs).To(HaveLen(len(ids)))
-	for _, vm := range p.VMs {
-		h, _ := sim.VMHost(vm.ID)
-		g.Expect(vm.HostName).To(Equal(h), vm.Name)
-		g.Expect(vm.HostID).NotTo(BeEmpty())
-	}
-	hostGets := func() int {
-		n := 0
-		for _, r := range requestsSince(sim, mark) {
-			if r == "GET /hosts/{id}" {
-				n++
+// TestListVMsNamesHostsInlineOrOncePerSession: the page follows the host links, so an inventory
+// after a start reads no host; an Engine that ignores follow costs one GET per host and session.
+func TestListVMsNamesHostsInlineOrOncePerSession(t *testing.T) {
+	for _, ignoreFollow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("follow ignored %t", ignoreFollow), func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			sim, _, c := listClient(t)
+			ids := createOwnedVMs(t, c, "h-1", "h-2", "h-3", "h-4", "h-5")
+			hosts := map[string]bool{}
+			for _, id := range ids {
+				g.Expect(c.Power(ctx, id, ovirt.PowerStart)).To(Succeed())
 			}
-		}
-		return n
-	}
-	g.Eventually(hostGets).Should(Equal(len(hosts)), "one GET per host, not per VM")
+			for _, id := range ids {
+				h, running := sim.VMHost(id)
+				g.Expect(running).To(BeTrue())
+				hosts[h] = true
+			}
+			g.Expect(len(hosts)).To(BeNumerically("<", len(ids)), "some VMs share a host")
+			sim.SetIgnoreFollow(ignoreFollow)
 
-	mark = time.Now()
-	_, err = c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: 1, PageSize: 10})
-	g.Expect(err).NotTo(HaveOccurred())
-	got, err := c.GetVM(ctx, ids["h-1"])
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got.HostName).NotTo(BeEmpty())
-	g.Consistently(hostGets).WithTimeout(100*time.Millisecond).Should(BeZero(), "the session's cache, shared with GetVM")
+			mark := time.Now()
+			p, err := c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: 1, PageSize: 10})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.VMs).To(HaveLen(len(ids)))
+			for _, vm := range p.VMs {
+				h, _ := sim.VMHost(vm.ID)
+				g.Expect(vm.HostName).To(Equal(h), vm.Name)
+				g.Expect(vm.HostID).NotTo(BeEmpty())
+			}
+			hostGets := func() int {
+				n := 0
+				for _, r := range requestsSince(sim, mark) {
+					if r == "GET /hosts/{id}" {
+						n++
+					}
+				}
+				return n
+			}
+			if ignoreFollow {
+				g.Eventually(hostGets).Should(Equal(len(hosts)), "one GET per host, not per VM")
+			} else {
+				g.Consistently(hostGets).WithTimeout(200*time.Millisecond).Should(BeZero(), "the hosts come inline")
+			}
+
+			mark = time.Now()
+			_, err = c.ListVMs(ctx, ovirt.VMQuery{CommentContains: marker, Page: 1, PageSize: 10})
+			g.Expect(err).NotTo(HaveOccurred())
+			got, err := c.GetVM(ctx, ids["h-1"])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got.HostName).NotTo(BeEmpty())
+			g.Consistently(hostGets).WithTimeout(100*time.Millisecond).Should(BeZero(), "the session's cache, shared with GetVM")
+		})
+	}
 }

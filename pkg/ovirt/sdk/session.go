@@ -39,6 +39,9 @@ type session struct {
 	// engine is the Engine's product information, read once (engineKnown).
 	engine      ovirt.EngineInfo
 	engineKnown bool
+	// engineRead is held while the product information is read, so that concurrent first
+	// callers (every machine's first reconcile after a start) share one GET /api.
+	engineRead sync.Mutex
 }
 
 // loginAttempt is a single-flight login: every caller that needs a

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,6 +70,31 @@ func TestEngineInfoIsReadOncePerConnection(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(info.InstanceID).To(Equal(sim.InstanceID()))
 	g.Expect(sim.RequestCount("GET", "/")).To(Equal(2), "Ping always asks")
+}
+
+// TestConcurrentFirstEngineInfoCallsShareOneRead: after a manager start every machine's first
+// reconcile asks for the Engine's identity at once; before, each sent its own GET /api (12 of
+// the 17 calls of a restart with the inventory).
+func TestConcurrentFirstEngineInfoCallsShareOneRead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := newSim(t)
+	e := newEnv(t, sim, Options{})
+	c, err := e.f.ForProvider(ctx, e.cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	sim.SetLatency(ovirtsim.LatencyRule{Min: 50 * time.Millisecond, Max: 50 * time.Millisecond})
+	sim.ResetCounters()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			info, err := c.EngineInfo(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(info.InstanceID).To(Equal(sim.InstanceID()))
+		})
+	}
+	wg.Wait()
+	g.Eventually(func() int { return sim.RequestCount("GET", "/") }).Should(Equal(1))
+	g.Consistently(func() int { return sim.RequestCount("GET", "/") }).WithTimeout(200 * time.Millisecond).Should(Equal(1))
 }
 
 func strPtr(s string) *string { return &s }
