@@ -56,7 +56,7 @@ func TestDiscoveryShowsShortNamesAndScopes(t *testing.T) {
 
 // TestPrinterColumns asks the API server for a Table, as kubectl get does, and checks the
 // headers kubectl prints (it upper-cases the column names): the product doc's columns first,
-// then the ones of issue 17; -o wide adds the priority-1 columns.
+// then the ones of issue 17; -o wide adds the priority-1 columns (capovp: the inventory's counts).
 func TestPrinterColumns(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -66,7 +66,7 @@ func TestPrinterColumns(t *testing.T) {
 		wantWide    []string
 	}{
 		{"kubectl get capovp", "ovirtproviders", false,
-			[]string{"NAME", "READY", "ENGINE", "VERSION", "REASON", "AGE"}, nil},
+			[]string{"NAME", "READY", "ENGINE", "VERSION", "REASON", "AGE"}, []string{"VMS", "ORPHANS"}},
 		{"kubectl get capovc", "ovirtclusters", true,
 			[]string{"NAME", "CONTROLPLANE ENDPOINT", "READY", "CLUSTER", "AGE"}, []string{"FAILURE DOMAINS", "ANTI-AFFINITY"}},
 		{"kubectl get capovm", "ovirtmachines", true,
