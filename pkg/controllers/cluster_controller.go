@@ -42,7 +42,8 @@ import (
 type OVirtClusterReconciler struct {
 	// Client reads and patches OVirtClusters and reads Clusters and OVirtMachines.
 	Client client.Client
-	// APIReader reads Namespaces (the providers' allowedNamespaces).
+	// APIReader reads Namespaces (the providers' allowedNamespaces) and, on deletion, the
+	// endpoint's IPAddressClaim (the cache may not have seen one created just before).
 	APIReader client.Reader
 	// Connector hands out oVirt clients per OVirtProvider; nil leaves out everything in oVirt.
 	Connector *Connector

@@ -96,17 +96,23 @@ func (r *OVirtClusterReconciler) claimEndpoint(ctx context.Context, oc *infrav1.
 }
 
 // releaseEndpoint deletes the endpoint's IPAddressClaim when the cluster is deleted (its
-// machines are gone by then: Cluster API deletes the infrastructure cluster last).
+// machines are gone by then: Cluster API deletes the infrastructure cluster last). The claim is
+// read from the API server, not the cache: one created just before the deletion may not be in
+// the cache yet, and the finalizer must not drop while it exists.
 func (r *OVirtClusterReconciler) releaseEndpoint(ctx context.Context, oc *infrav1.OVirtCluster) error {
 	claim := &ipamv1.IPAddressClaim{}
 	name := endpointClaimName(oc)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: oc.Namespace, Name: name}, claim); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: oc.Namespace, Name: name}, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading IPAddressClaim %s: %w", name, err)
 	}
 	if !metav1.IsControlledBy(claim, oc) || !claim.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	if err := r.Client.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+	// The UID precondition leaves alone a claim of the same name created since the read.
+	if err := r.Client.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting IPAddressClaim %s: %w", name, err)
 	}
 	r.Recorder.Eventf(oc, nil, corev1.EventTypeNormal, eventEndpointReleased, "ReleaseEndpoint", "Deleted IPAddressClaim %s of the control-plane endpoint", name)

@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +43,7 @@ func newClusterFixture(t *testing.T, mutate func(*infrav1.OVirtCluster), machine
 	g.Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
 	g.Expect(infrav1.AddToScheme(s)).To(Succeed())
 	g.Expect(clusterv1.AddToScheme(s)).To(Succeed())
+	g.Expect(ipamv1.AddToScheme(s)).To(Succeed())
 	f := &clusterFixture{ovirt: fake.NewDefaultClient(), rec: events.NewFakeRecorder(100), now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
 	cl, err := f.ovirt.FindCluster(context.Background(), "Default")
 	g.Expect(err).NotTo(HaveOccurred())

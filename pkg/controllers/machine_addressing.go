@@ -247,24 +247,25 @@ func withAllocated(allocated [][]allocatedAddress, reported []clusterv1.MachineA
 // releaseIPAddresses deletes the machine's IPAddressClaims once its VM is gone, so that the IPAM
 // provider gives the addresses back to their pools. Kubernetes' garbage collector would delete
 // them too (they are owned by the OVirtMachine), but only after the OVirtMachine is gone and
-// only where a garbage collector runs.
+// only where a garbage collector runs: the finalizer must not drop before every claim is
+// deleted. A claim marked for deletion is released: its IPAM provider returns the address
+// without the OVirtMachine.
 func (r *OVirtMachineReconciler) releaseIPAddresses(ctx context.Context, s *machineScope) error {
 	om := s.om
 	if !hasPools(om) {
 		return nil
 	}
-	list := &ipamv1.IPAddressClaimList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(om.Namespace),
-		client.MatchingLabels{infrav1.IPAddressClaimMachineLabel: machineLabelValue(om.Name)}); err != nil {
-		return fmt.Errorf("listing the IPAddressClaims of the machine: %w", err)
+	claims, err := r.machineClaims(ctx, om)
+	if err != nil {
+		return err
 	}
 	var released []string
-	for i := range list.Items {
-		claim := &list.Items[i]
-		if !metav1.IsControlledBy(claim, om) || !claim.DeletionTimestamp.IsZero() {
+	for _, claim := range claims {
+		if !claim.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if err := r.Client.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+		// The UID precondition leaves alone a claim of the same name created since the read.
+		if err := r.Client.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
 		}
 		released = append(released, claim.Name)
@@ -275,6 +276,46 @@ func (r *OVirtMachineReconciler) releaseIPAddresses(ctx context.Context, s *mach
 			"VM is gone: deleted IPAddressClaim %s", strings.Join(released, ", "))
 	}
 	return nil
+}
+
+// machineClaims returns the IPAddressClaims the machine controls, read from the API server
+// rather than the cache: the reconcile right before the deletion may have created a claim that
+// the cache has not seen yet (its informer is not the OVirtMachines'), and a claim missed here
+// would keep its address for good. They are the claims labelled with the machine's name and
+// those with the names reconcileIPAddresses gives them (a claim whose label was edited away).
+func (r *OVirtMachineReconciler) machineClaims(ctx context.Context, om *infrav1.OVirtMachine) ([]*ipamv1.IPAddressClaim, error) {
+	list := &ipamv1.IPAddressClaimList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(om.Namespace),
+		client.MatchingLabels{infrav1.IPAddressClaimMachineLabel: machineLabelValue(om.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the IPAddressClaims of the machine: %w", err)
+	}
+	var claims []*ipamv1.IPAddressClaim
+	listed := map[string]bool{}
+	for i := range list.Items {
+		listed[list.Items[i].Name] = true
+		if metav1.IsControlledBy(&list.Items[i], om) {
+			claims = append(claims, &list.Items[i])
+		}
+	}
+	for i, nic := range om.Spec.NICs {
+		for j := range nic.AddressesFromPools {
+			name := ipClaimName(om.Name, i, j)
+			if listed[name] {
+				continue
+			}
+			claim := &ipamv1.IPAddressClaim{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: om.Namespace, Name: name}, claim); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, fmt.Errorf("reading IPAddressClaim %s: %w", name, err)
+			}
+			if metav1.IsControlledBy(claim, om) {
+				claims = append(claims, claim)
+			}
+		}
+	}
+	return claims, nil
 }
 
 // guestDeviceName is the guest interface name of spec.nics[i].

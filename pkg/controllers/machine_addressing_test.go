@@ -1,15 +1,22 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
 	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
@@ -141,4 +148,76 @@ func TestAllocatedAddressesComeFirst(t *testing.T) {
 		{Type: clusterv1.MachineInternalIP, Address: "fd00::5"},
 		{Type: clusterv1.MachineInternalIP, Address: "192.168.1.9"},
 	}))
+}
+
+// claimsUnseen is the reconciler's cached client before its IPAddressClaim informer has caught
+// up: every claim, whatever the API server holds, is not found and not listed.
+func claimsUnseen(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*ipamv1.IPAddressClaim); ok {
+				return apierrors.NewNotFound(ipamv1.GroupVersion.WithResource("ipaddressclaims").GroupResource(), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*ipamv1.IPAddressClaimList); ok {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+}
+
+// TestAClaimCreatedAsTheDeletionStartsIsReleasedBeforeTheFinalizerDrops: the reconcile that
+// creates a machine's IPAddressClaim read the machine just before its deletion started, and
+// the next one, the deletion, runs before the manager's cache has seen the claim. Before, the
+// deletion listed the claims from the cache, found none, dropped the finalizer and left the
+// claim (and its address) behind for good where no garbage collector runs, and until one runs
+// elsewhere; now the claims are looked up in the API server and the finalizer stays until every
+// one of them is deleted.
+func TestAClaimCreatedAsTheDeletionStartsIsReleasedBeforeTheFinalizerDrops(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	stored := f.get(t)
+	stored.Spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt", AddressesFromPools: []infrav1.IPPoolReference{pool}}}
+	g.Expect(f.c.Update(ctx, stored)).To(Succeed())
+
+	api := f.c.(client.WithWatch)
+	created := 0
+	f.r.Client = interceptor.NewClient(claimsUnseen(api).(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := c.Create(ctx, obj, opts...); err != nil {
+				return err
+			}
+			if _, ok := obj.(*ipamv1.IPAddressClaim); ok {
+				created++
+				// The Machine controller deletes the OVirtMachine meanwhile.
+				g.Expect(api.Delete(ctx, &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w-1"}})).To(Succeed())
+			}
+			return nil
+		},
+	})
+	_, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(created).To(Equal(1))
+	claim := &ipamv1.IPAddressClaim{}
+	g.Expect(api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: ipClaimName("w-1", 0, 0)}, claim)).To(Succeed())
+	g.Expect(f.get(t).DeletionTimestamp.IsZero()).To(BeFalse(), "the machine is being deleted")
+
+	for range 5 {
+		res, err := f.reconcile(t)
+		g.Expect(err).NotTo(HaveOccurred())
+		om := &infrav1.OVirtMachine{}
+		if err := api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "w-1"}, om); apierrors.IsNotFound(err) {
+			break
+		}
+		f.now = f.now.Add(max(res.RequeueAfter, time.Second))
+	}
+	g.Expect(api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "w-1"}, &infrav1.OVirtMachine{})).
+		To(MatchError(apierrors.IsNotFound, "IsNotFound"), "the machine is gone")
+	err = api.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the claim is deleted before the OVirtMachine's finalizer drops (err %v)", err)
+	g.Expect(created).To(Equal(1), "the deletion claims nothing")
 }

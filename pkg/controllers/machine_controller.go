@@ -99,7 +99,8 @@ func DefaultIntervals() Intervals {
 type OVirtMachineReconciler struct {
 	// Client reads cached objects and patches OVirtMachines.
 	Client client.Client
-	// APIReader reads bootstrap data Secrets without caching every Secret of the cluster.
+	// APIReader reads bootstrap data Secrets without caching every Secret of the cluster, and a
+	// deleted machine's IPAddressClaims (the cache may not have seen one created just before).
 	APIReader client.Reader
 	// Connector hands out oVirt clients per OVirtProvider.
 	Connector *Connector

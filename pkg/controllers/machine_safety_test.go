@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,6 +132,7 @@ func newMachineFixture(t *testing.T) *machineFixture {
 	NewWithT(t).Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
 	NewWithT(t).Expect(clusterv1.AddToScheme(s)).To(Succeed())
 	NewWithT(t).Expect(infrav1.AddToScheme(s)).To(Succeed())
+	NewWithT(t).Expect(ipamv1.AddToScheme(s)).To(Succeed())
 	f := &machineFixture{ov: fake.NewDefaultClient(), rec: events.NewFakeRecorder(1000), now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
 
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1", UID: "cluster-uid"}}

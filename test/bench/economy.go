@@ -133,6 +133,10 @@ func (r *Runner) startManager(ctx context.Context, sc *Scenario, extra ...string
 	if err != nil {
 		return nil, err
 	}
+	if err := prof.started(ctx, proc); err != nil {
+		_ = proc.Stop(30 * time.Second)
+		return nil, err
+	}
 	m := &managerRun{proc: proc, metrics: addr, sampler: newSampler(r, proc, addr), prof: prof, started: started}
 	m.sampler.start()
 	return m, nil

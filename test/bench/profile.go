@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/capov/capov/test/harness"
 )
 
 // profiler takes heap profiles of the manager of one scenario through --profiler-address.
@@ -16,7 +17,8 @@ type profiler struct {
 	dir, scenario, addr string
 }
 
-// newProfiler picks a free local port for the manager's pprof endpoint; nil without a dir.
+// newProfiler returns the profiler of a scenario (the manager binds its pprof endpoint on port
+// 0 and reports it: started); nil without a dir.
 func newProfiler(dir, scenario string) (*profiler, error) {
 	if dir == "" {
 		return nil, nil
@@ -24,15 +26,7 @@ func newProfiler(dir, scenario string) (*profiler, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the profile directory: %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("picking a pprof port: %w", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return nil, fmt.Errorf("picking a pprof port: %w", err)
-	}
-	return &profiler{dir: dir, scenario: scenario, addr: addr}, nil
+	return &profiler{dir: dir, scenario: scenario}, nil
 }
 
 // args are the manager flags that serve pprof.
@@ -40,7 +34,20 @@ func (p *profiler) args() []string {
 	if p == nil {
 		return nil
 	}
-	return []string{"--profiler-address=" + p.addr}
+	return []string{"--profiler-address=127.0.0.1:0"}
+}
+
+// started reads the pprof address the manager bound (port 0) from its log.
+func (p *profiler) started(ctx context.Context, proc *harness.Process) error {
+	if p == nil {
+		return nil
+	}
+	addr, err := harness.ReportedServerAddress(ctx, proc, "pprof")
+	if err != nil {
+		return err
+	}
+	p.addr = addr
+	return nil
 }
 
 // heap saves the live heap (after a GC: what the manager keeps, not garbage) as

@@ -38,22 +38,19 @@ func (s *Stack) startIPAMProvider(ctx context.Context, root string) error {
 	}); err != nil {
 		return fmt.Errorf("installing the in-cluster IPAM provider's CRDs: %w", err)
 	}
-	health, err := freePort()
-	if err != nil {
-		return err
-	}
-	diagnostics, err := freePort()
-	if err != nil {
-		return err
-	}
+	// The provider binds its endpoints on port 0; its log line reports the health endpoint.
 	p, err := Start("ipam-in-cluster", filepath.Join(dir, "manager"), []string{
 		"--kubeconfig=" + s.KubeconfigPath, "--webhook-port=0",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", diagnostics), "--insecure-diagnostics",
+		"--health-probe-bind-address=127.0.0.1:0",
+		"--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics",
 	}, nil, filepath.Join(s.opts.WorkDir, "logs", "ipam-in-cluster.log"))
 	if err != nil {
 		return err
 	}
 	s.IPAM = p
-	return WaitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
+	health, err := ReportedServerAddress(ctx, p, "health probe")
+	if err != nil {
+		return err
+	}
+	return WaitReady(ctx, p, "http://"+health+"/readyz")
 }

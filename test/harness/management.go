@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/go-logr/logr"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -32,8 +31,9 @@ type Management struct {
 	// run in the test process).
 	CAPI *Process
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	webhookPort *heldPort
+	cancel      context.CancelFunc
+	done        chan struct{}
 }
 
 // StartManagement starts another management cluster with the stack's binaries; managerArgs
@@ -49,10 +49,10 @@ func (s *Stack) StartManagement(ctx context.Context, name string, log logr.Logge
 			m.Stop()
 		}
 	}()
-	webhookPort, err := freePort()
-	if err != nil {
+	if m.webhookPort, err = newHeldPort(s.opts.Binaries["webhook"] != ""); err != nil {
 		return nil, err
 	}
+	webhookPort := m.webhookPort.port()
 	manifests := s.opts.WebhookManifests
 	if manifests == "" {
 		manifests = filepath.Join(root, "config", "webhook", "manifests.yaml")
@@ -75,33 +75,18 @@ func (s *Stack) StartManagement(ctx context.Context, name string, log logr.Logge
 	if webhookBin == "" {
 		webhookBin = filepath.Join(s.opts.WorkDir, "bin", "webhook")
 	}
-	health, _ := freePort()
-	metrics, _ := freePort()
-	if m.Webhook, err = Start(name+"-webhook", webhookBin, append([]string{
-		"--kubeconfig=" + m.KubeconfigPath, "--webhook-port=" + strconv.Itoa(webhookPort),
-		"--cert-dir=" + m.Env.Env.WebhookInstallOptions.LocalServingCertDir,
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-	}, webhookArgs...), nil, filepath.Join(s.opts.WorkDir, "logs", name+"-webhook.log")); err != nil {
+	if m.Webhook, _, err = startBinary(ctx, binaryStart{
+		name: name + "-webhook", bin: webhookBin, legacy: webhookBin == s.opts.Binaries["webhook"],
+		args:    append([]string{"--kubeconfig=" + m.KubeconfigPath, "--cert-dir=" + m.Env.Env.WebhookInstallOptions.LocalServingCertDir}, webhookArgs...),
+		logPath: filepath.Join(s.opts.WorkDir, "logs", name+"-webhook.log"), admission: m.webhookPort,
+	}); err != nil {
 		return nil, err
 	}
-	if err := WaitReady(ctx, m.Webhook, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
-		return nil, err
-	}
-
-	if health, err = freePort(); err != nil {
-		return nil, err
-	}
-	if metrics, err = freePort(); err != nil {
-		return nil, err
-	}
-	m.ManagerMetricsAddr = fmt.Sprintf("127.0.0.1:%d", metrics)
-	if m.Manager, err = Start(name+"-manager", s.ManagerBin, append([]string{
-		"--kubeconfig=" + m.KubeconfigPath, "--credentials-namespace=capov-system",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + m.ManagerMetricsAddr,
-	}, managerArgs...), []string{"POD_NAMESPACE=capov-system"}, filepath.Join(s.opts.WorkDir, "logs", name+"-manager.log")); err != nil {
-		return nil, err
-	}
-	if err := WaitReady(ctx, m.Manager, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+	if m.Manager, m.ManagerMetricsAddr, err = startBinary(ctx, binaryStart{
+		name: name + "-manager", bin: s.ManagerBin, legacy: s.ManagerBin == s.opts.Binaries["manager"],
+		args: append([]string{"--kubeconfig=" + m.KubeconfigPath, "--credentials-namespace=capov-system"}, managerArgs...),
+		env:  []string{"POD_NAMESPACE=capov-system"}, logPath: filepath.Join(s.opts.WorkDir, "logs", name+"-manager.log"),
+	}); err != nil {
 		return nil, err
 	}
 
@@ -139,5 +124,9 @@ func (m *Management) Stop() {
 	}
 	if m.Env != nil {
 		_ = m.Env.Stop()
+	}
+	if m.webhookPort != nil {
+		m.webhookPort.close()
+		m.webhookPort = nil
 	}
 }

@@ -35,16 +35,38 @@ type Process struct {
 
 // Start runs bin with args and extra environment variables, writing its output to logPath.
 func Start(name, bin string, args, env []string, logPath string) (*Process, error) {
+	return StartWith(name, bin, args, env, logPath)
+}
+
+// StartWith is Start with listeners handed over to the process (file descriptors 3 on, named in
+// LISTEN_FDNAMES); the harness's listeners stay open, the process gets duplicates.
+func StartWith(name, bin string, args, env []string, logPath string, handovers ...Handover) (*Process, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
+	files, handoverEnv, err := handoverFiles(handovers)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, f := range files {
+			_ = f.Close() // the child has its own copies once started
+		}
+	}()
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), env...)
+	// The test process's own LISTEN_* variables (none, normally) are never passed on.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LISTEN_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, env...), handoverEnv...)
+	cmd.ExtraFiles = files
 	// Its own process group (Stop and Kill reach its children), and killed with the test or
 	// demo process that started it, so that nothing outlives a crashed run.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

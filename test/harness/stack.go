@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -83,9 +84,10 @@ type Stack struct {
 	WebhookAddr string
 	// ManagerBin is the manager binary (to start more managers).
 	ManagerBin string
-	// webhookArgs are the flags the webhook was started with (StartWebhook reuses them).
+	// webhookArgs are the flags every webhook start shares; webhookPort is the admission port
+	// registered in the API server, held for the stack's lifetime.
 	webhookArgs   []string
-	webhookHealth int
+	webhookPort   *heldPort
 	webhookStarts int
 
 	opts    StackOptions
@@ -140,10 +142,10 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	}
 
 	s.say("Starting the management cluster (kube-apiserver + etcd) with the CAPOV, Cluster API and webhook configuration")
-	webhookPort, err := freePort()
-	if err != nil {
+	if s.webhookPort, err = newHeldPort(opts.Binaries["webhook"] != ""); err != nil {
 		return nil, err
 	}
+	webhookPort := s.webhookPort.port()
 	manifests := opts.WebhookManifests
 	if manifests == "" {
 		manifests = filepath.Join(root, "config", "webhook", "manifests.yaml")
@@ -187,15 +189,8 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	}
 
 	s.say("Starting the webhook server on 127.0.0.1:%d", webhookPort)
-	health, _ := freePort()
-	metrics, _ := freePort()
 	s.WebhookAddr = fmt.Sprintf("127.0.0.1:%d", webhookPort)
-	s.WebhookMetricsAddr = fmt.Sprintf("127.0.0.1:%d", metrics)
-	s.webhookHealth = health
-	s.webhookArgs = append([]string{
-		"--kubeconfig=" + s.KubeconfigPath, "--webhook-port=" + strconv.Itoa(webhookPort), "--cert-dir=" + certDir,
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + s.WebhookMetricsAddr,
-	}, opts.WebhookArgs...)
+	s.webhookArgs = append([]string{"--kubeconfig=" + s.KubeconfigPath, "--cert-dir=" + certDir}, opts.WebhookArgs...)
 	if err := s.StartWebhook(ctx, bins["webhook"]); err != nil {
 		return nil, err
 	}
@@ -239,30 +234,14 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 // StartManager starts a manager process with the stack's kubeconfig, a health endpoint it
 // waits on and a metrics endpoint whose address it returns; args are appended to the flags.
 func (s *Stack) StartManager(ctx context.Context, name string, args []string) (*Process, string, error) {
-	health, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
-	metrics, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", metrics)
-	p, err := Start(name, s.ManagerBin, append([]string{
-		"--kubeconfig=" + s.KubeconfigPath, "--credentials-namespace=capov-system",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=" + metricsAddr,
-	}, args...), []string{"POD_NAMESPACE=capov-system"}, filepath.Join(s.opts.WorkDir, "logs", name+".log"))
-	if err != nil {
-		return nil, "", err
-	}
-	if err := WaitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
-		_ = p.Stop(10 * time.Second)
-		return nil, "", err
-	}
-	return p, metricsAddr, nil
+	return startBinary(ctx, binaryStart{
+		name: name, bin: s.ManagerBin, legacy: s.ManagerBin == s.opts.Binaries["manager"],
+		args: append([]string{"--kubeconfig=" + s.KubeconfigPath, "--credentials-namespace=capov-system"}, args...),
+		env:  []string{"POD_NAMESPACE=capov-system"}, logPath: filepath.Join(s.opts.WorkDir, "logs", name+".log"),
+	})
 }
 
-// StartWebhook starts the webhook binary bin with the stack's webhook flags (address,
+// StartWebhook starts the webhook binary bin with the stack's webhook flags (admission port,
 // certificate, health and metrics endpoints) and waits until it is ready. The previous webhook
 // process must have been stopped.
 func (s *Stack) StartWebhook(ctx context.Context, bin string) error {
@@ -271,12 +250,106 @@ func (s *Stack) StartWebhook(ctx context.Context, bin string) error {
 	if s.webhookStarts > 1 {
 		logName = fmt.Sprintf("webhook-%d.log", s.webhookStarts)
 	}
-	p, err := Start("webhook", bin, s.webhookArgs, nil, filepath.Join(s.opts.WorkDir, "logs", logName))
+	p, metrics, err := startBinary(ctx, binaryStart{
+		name: "webhook", bin: bin, legacy: bin == s.opts.Binaries["webhook"], args: s.webhookArgs,
+		logPath: filepath.Join(s.opts.WorkDir, "logs", logName), admission: s.webhookPort,
+	})
+	if p != nil {
+		s.Webhook = p
+	}
 	if err != nil {
 		return err
 	}
-	s.Webhook = p
-	return WaitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.webhookHealth))
+	s.WebhookMetricsAddr = metrics
+	return nil
+}
+
+// binaryStart is one start of a CAPOV binary (manager or webhook).
+type binaryStart struct {
+	name, bin string
+	// legacy: a previous release's binary, which cannot take a listener over and does not
+	// report its metrics address (that address stays empty).
+	legacy    bool
+	args, env []string
+	logPath   string
+	admission *heldPort // the webhook's admission port
+}
+
+// startBinary starts a CAPOV binary with its health endpoint on a listener the harness hands
+// over (a legacy binary binds port 0 and reports it) and its metrics endpoint on port 0, waits
+// until it is ready and returns the metrics address it reported.
+func startBinary(ctx context.Context, b binaryStart) (*Process, string, error) {
+	args := append([]string{"--metrics-bind-address=127.0.0.1:0"}, b.args...)
+	var handovers []Handover
+	var health *net.TCPListener
+	if b.legacy {
+		args = append(args, "--health-probe-bind-address=127.0.0.1:0")
+	} else {
+		var err error
+		if health, err = Listen(); err != nil {
+			return nil, "", err
+		}
+		defer health.Close() // the process has its own copy
+		args = append(args, "--health-probe-bind-address="+health.Addr().String())
+		handovers = append(handovers, Handover{Name: "health", Listener: health})
+	}
+	if b.admission != nil {
+		args = append(args, "--webhook-port="+strconv.Itoa(b.admission.port()))
+		if err := b.admission.stopRefusing(); err != nil {
+			return nil, "", err
+		}
+		if b.admission.ln != nil && !b.legacy {
+			handovers = append(handovers, Handover{Name: "webhook", Listener: b.admission.ln})
+		}
+	}
+	p, err := StartWith(b.name, b.bin, args, b.env, b.logPath, handovers...)
+	if err != nil {
+		return nil, "", err
+	}
+	if b.admission != nil {
+		// Once this webhook is gone, its port refuses connections until the next one starts.
+		go func() {
+			<-p.done
+			b.admission.refuse()
+		}()
+	}
+	healthAddr := ""
+	if health != nil {
+		healthAddr = health.Addr().String()
+	} else if healthAddr, err = ReportedServerAddress(ctx, p, "health probe"); err != nil {
+		_ = p.Stop(10 * time.Second)
+		return p, "", err
+	}
+	if err := WaitReady(ctx, p, "http://"+healthAddr+"/readyz"); err != nil {
+		_ = p.Stop(10 * time.Second)
+		return p, "", err
+	}
+	if b.legacy {
+		return p, "", nil
+	}
+	metrics, err := ReportedAddress(ctx, p, "metrics")
+	if err != nil {
+		_ = p.Stop(10 * time.Second)
+		return p, "", err
+	}
+	return p, metrics, nil
+}
+
+// newHeldPort opens the admission port of a stack: a held listener, or for a legacy webhook
+// binary (which binds it itself) a reserved port.
+func newHeldPort(legacy bool) (*heldPort, error) {
+	if legacy {
+		r, err := ReservePort()
+		if err != nil {
+			return nil, err
+		}
+		return &heldPort{reservation: r}, nil
+	}
+	ln, err := Listen()
+	if err != nil {
+		return nil, err
+	}
+	return &heldPort{ln: ln}, nil
 }
 
 func (s *Stack) goRun(f func(ctx context.Context)) {
@@ -310,42 +383,58 @@ func (s *Stack) startSimulator(ctx context.Context, bin string) error {
 	if err := os.WriteFile(seedPath, b, 0o600); err != nil {
 		return err
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	caPath := filepath.Join(s.opts.WorkDir, "ovirtsim-ca.pem")
-	urlPath := filepath.Join(s.opts.WorkDir, "ovirtsim-url")
-	_ = os.Remove(urlPath)
-	if s.SimProcess, err = Start("ovirtsim", bin, []string{
-		fmt.Sprintf("--listen=127.0.0.1:%d", port), "--seed=" + seedPath, "--ca-out=" + caPath, "--url-file=" + urlPath,
-	}, nil, filepath.Join(s.opts.WorkDir, "logs", "ovirtsim.log")); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if u, err := os.ReadFile(urlPath); err == nil && len(u) > 0 {
-			s.SimURL = strings.TrimSpace(string(u))
-			break
-		}
-		if exited, err := s.SimProcess.Exited(); exited {
-			return fmt.Errorf("the oVirt simulator exited: %w\n%s", err, Tail(s.SimProcess.Logs(), 20))
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return errors.New("the oVirt simulator did not start in 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if s.SimCAPEM, err = os.ReadFile(caPath); err != nil {
+	var adminHost string
+	if s.SimProcess, s.SimURL, adminHost, s.SimCAPEM, err = startSimulatorProcess(ctx, "ovirtsim", bin, seedPath, s.opts.WorkDir); err != nil {
 		return err
 	}
 	s.SimUsername, s.SimPassword = s.opts.Seed.Username, s.opts.Seed.Password
 	if s.SimUsername == "" {
 		s.SimUsername, s.SimPassword = "admin@internal", "secret"
 	}
-	s.SimAdminURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	s.SimAdminURL = "https://" + adminHost
 	s.say("oVirt simulator (process %d) at %s", s.SimProcess.PID(), s.SimURL)
 	return nil
+}
+
+// startSimulatorProcess starts the simulator binary on a port it binds itself (port 0) and
+// returns once its --url-file reports where: the process, its API URL, the host:port of its
+// admin endpoints and its CA. Its files are <name>-ca.pem, <name>-url and logs/<name>.log in dir.
+func startSimulatorProcess(ctx context.Context, name, bin, seedPath, dir string) (p *Process, apiURL, adminHost string, caPEM []byte, err error) {
+	caPath := filepath.Join(dir, name+"-ca.pem")
+	urlPath := filepath.Join(dir, name+"-url")
+	if err := os.Remove(urlPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", "", nil, err
+	}
+	if p, err = Start(name, bin, []string{
+		"--listen=127.0.0.1:0", "--seed=" + seedPath, "--ca-out=" + caPath, "--url-file=" + urlPath,
+	}, nil, filepath.Join(dir, "logs", name+".log")); err != nil {
+		return nil, "", "", nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if u, err := os.ReadFile(urlPath); err == nil && len(u) > 0 {
+			apiURL = strings.TrimSpace(string(u))
+			break
+		}
+		if exited, err := p.Exited(); exited {
+			return p, "", "", nil, fmt.Errorf("the oVirt simulator exited: %w\n%s", err, Tail(p.Logs(), 20))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return p, "", "", nil, errors.New("the oVirt simulator did not start in 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if caPEM, err = os.ReadFile(caPath); err != nil {
+		return p, "", "", nil, err
+	}
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return p, "", "", nil, fmt.Errorf("the oVirt simulator reported the URL %q: %w", apiURL, err)
+	}
+	if u.Host == "" {
+		return p, "", "", nil, fmt.Errorf("the oVirt simulator reported the URL %q, which has no host", apiURL)
+	}
+	return p, apiURL, u.Host, caPEM, nil
 }
 
 // listVMs returns the simulator's VMs, in-process or through its admin API.
@@ -435,15 +524,9 @@ func (s *Stack) Stop() {
 			_ = e.Stop()
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	if s.webhookPort != nil {
+		s.webhookPort.close()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // WaitReady waits (at most 90 s) until url answers 200, failing at once if the process exits;

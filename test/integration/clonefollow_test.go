@@ -37,6 +37,8 @@ type webhookServer struct {
 	filter  string
 	opts    crenvtest.WebhookInstallOptions
 	process *harness.Process
+	// admission is the registered port, held here and handed to each webhook process.
+	admission *net.TCPListener
 }
 
 // startWebhook builds the webhook binary, registers config/webhook/manifests.yaml with the
@@ -50,11 +52,15 @@ func startWebhook(t *testing.T, filter, gates string) *webhookServer {
 	g.Expect(err).NotTo(HaveOccurred())
 	bin, err := harness.BuildBinary(ctx, root, filepath.Join(workDir, "bin"), "webhook")
 	g.Expect(err).NotTo(HaveOccurred())
-	w := &webhookServer{t: t, bin: bin, filter: filter, opts: crenvtest.WebhookInstallOptions{
+	admission, err := harness.Listen()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = admission.Close() })
+	w := &webhookServer{t: t, bin: bin, filter: filter, admission: admission, opts: crenvtest.WebhookInstallOptions{
 		Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 		LocalServingHost: "127.0.0.1",
+		LocalServingPort: admission.Addr().(*net.TCPAddr).Port,
 	}}
-	// A CA, a serving certificate for 127.0.0.1, a free port, the URLs and caBundles.
+	// A CA, a serving certificate for 127.0.0.1, the URLs and caBundles.
 	g.Expect(w.opts.PrepWithoutInstalling()).To(Succeed())
 	t.Cleanup(func() { _ = w.opts.Cleanup() })
 	selector := &metav1.LabelSelector{MatchLabels: filterLabels(filter)}
@@ -96,26 +102,19 @@ func (w *webhookServer) restart(gates string) {
 			w.t.Logf("stopping %s: %v", w.process.Name, err)
 		}
 	}
-	health, err := freeLocalPort()
+	health, err := harness.Listen()
 	g.Expect(err).NotTo(HaveOccurred())
+	defer health.Close() // the process has its own copy
 	name := "webhook-" + w.filter + "-" + strings.ToLower(rand.String(4))
-	w.process, err = harness.Start(name, w.bin, []string{
+	w.process, err = harness.StartWith(name, w.bin, []string{
 		"--kubeconfig=" + kubeconfigPath,
 		fmt.Sprintf("--webhook-port=%d", w.opts.LocalServingPort), "--cert-dir=" + w.opts.LocalServingCertDir,
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=0",
+		"--health-probe-bind-address=" + health.Addr().String(), "--metrics-bind-address=0",
 		"--feature-gates=" + gates, "--debug",
-	}, nil, filepath.Join(workDir, "logs", name+".log"))
+	}, nil, filepath.Join(workDir, "logs", name+".log"),
+		harness.Handover{Name: "webhook", Listener: w.admission}, harness.Handover{Name: "health", Listener: health})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(harness.WaitReady(context.Background(), w.process, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))).To(Succeed())
-}
-
-func freeLocalPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	g.Expect(harness.WaitReady(context.Background(), w.process, "http://"+health.Addr().String()+"/readyz")).To(Succeed())
 }
 
 // scaleFrom creates one more machine of the group the way Cluster API's MachineSet does: a

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
@@ -106,6 +107,15 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	mgrOpts, err := managerOptions(opts, scheme, log)
 	if err != nil {
 		return err
+	}
+	// The health listener is opened before the manager (a port in use fails the start at once);
+	// a socket a supervisor handed over is taken instead of binding the flag's address.
+	healthLn, err := opts.Listeners.Listen(options.ListenerHealth, opts.HealthProbeBindAddress)
+	if err != nil {
+		return err
+	}
+	if healthLn != nil {
+		defer healthLn.Close()
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -199,16 +209,28 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return fmt.Errorf("setting up the OVirtMachineTemplate controller: %w", err)
 	}
 
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	probes := &options.Probes{}
+	if err := probes.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	if err := probes.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+	if err := options.ServeProbes(mgr, probes, healthLn, log); err != nil {
+		return err
+	}
+	metrics, err := opts.MetricsServer()
+	if err != nil {
+		return err
+	}
+	runMetrics, err := options.RunMetrics(ctx, metrics, cfg, mgr.GetHTTPClient(), log.WithName("metrics"))
+	if err != nil {
+		return err
 	}
 	log.Info("Starting the CAPOV manager", "managementClusterID", clusterID, "inventoryInterval", opts.Inventory(), "credentialsNamespace", opts.CredentialsNamespace,
 		"namespace", opts.Namespace, "leaderElect", opts.LeaderElect, "maxConcurrentReconciles", opts.MaxConcurrentReconciles,
 		"reconcileTimeout", opts.ReconcileTimeout, "userAgent", userAgent)
-	if err := mgr.Start(ctx); err != nil {
+	if err := options.RunAll(ctx, mgr.Start, runMetrics); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	log.Info("Manager stopped")
@@ -219,8 +241,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 // inherits Controller's settings: panics are recovered and each reconcile's context ends after
 // --reconcile-timeout.
 func managerOptions(opts *Options, scheme *runtime.Scheme, log logr.Logger) (ctrl.Options, error) {
-	metrics, err := opts.MetricsServer()
-	if err != nil {
+	if _, err := opts.MetricsServer(); err != nil {
 		return ctrl.Options{}, err
 	}
 	cacheOpts := cache.Options{
@@ -240,8 +261,10 @@ func managerOptions(opts *Options, scheme *runtime.Scheme, log logr.Logger) (ctr
 	return ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		// Metrics and probes are served by RunMetrics and ServeProbes (they report the
+		// addresses they bound, and the probes can take a handed-over socket).
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
 		PprofBindAddress:              opts.ProfilerAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,

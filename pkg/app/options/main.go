@@ -69,6 +69,13 @@ func Main(b Binary, args []string, stdout, stderr io.Writer) int {
 		log.Error(err, "Loading the kubeconfig")
 		return 1
 	}
+	listeners, err := InheritedListeners()
+	if err != nil {
+		log.Error(err, "Taking over the handed-over sockets")
+		return 1
+	}
+	defer listeners.Close()
+	b.Common.Listeners = listeners
 	if err := b.Run(ctrl.SetupSignalHandler(), cfg, log); err != nil {
 		log.Error(err, "Stopped with an error")
 		return 1

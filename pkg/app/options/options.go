@@ -59,6 +59,8 @@ type Common struct {
 	// Kubeconfig is the path of a kubeconfig file; empty means $KUBECONFIG, else the in-cluster
 	// configuration.
 	Kubeconfig string
+	// Listeners are the sockets a supervisor handed over (Main sets them; nil: none).
+	Listeners *Listeners
 }
 
 // DebugVerbosity is the verbosity --debug selects: it includes the V(4) per-call oVirt traces.

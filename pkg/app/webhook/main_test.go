@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/capov/capov/pkg/app/options"
 	"github.com/capov/capov/test/envtest"
 )
 
@@ -104,10 +106,21 @@ func startSuite(ctx context.Context) error {
 	}
 	// The Cluster API CRDs are installed too: only the CAPOV CRDs may convert through this
 	// server (TestOnlyOurCRDsConvertThroughTheWebhook).
+	// The admission and health endpoints are listeners this process holds and hands to Run; the
+	// metrics endpoint binds port 0 and its "Serving" log line reports the address.
+	admissionLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	healthLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
 	suite.env, err = envtest.Start(ctx, envtest.Options{
 		Webhooks: crenvtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 			LocalServingHost: "127.0.0.1",
+			LocalServingPort: admissionLn.Addr().(*net.TCPAddr).Port,
 		},
 	})
 	if err != nil {
@@ -126,20 +139,15 @@ func startSuite(ctx context.Context) error {
 		return err
 	}
 
-	suite.webhookAddr = fmt.Sprintf("127.0.0.1:%d", suite.env.Env.WebhookInstallOptions.LocalServingPort)
-	if suite.metricsAddr, err = freeAddr(); err != nil {
-		return err
-	}
-	if suite.healthAddr, err = freeAddr(); err != nil {
-		return err
-	}
+	suite.webhookAddr = admissionLn.Addr().String()
+	suite.healthAddr = healthLn.Addr().String()
 	opts := NewOptions()
 	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
 	opts.AddFlags(fs)
 	args := []string{
 		"--webhook-port=" + strings.TrimPrefix(suite.webhookAddr, "127.0.0.1:"),
 		"--cert-dir=" + suite.certDir,
-		"--metrics-bind-address=" + suite.metricsAddr,
+		"--metrics-bind-address=127.0.0.1:0",
 		"--health-probe-bind-address=" + suite.healthAddr,
 		// disk-clone stays off (its default); the unknown gate must be logged and ignored.
 		"--feature-gates=disk-add-vm-name=true,disk-magic=true",
@@ -155,6 +163,7 @@ func startSuite(ctx context.Context) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	opts.Listeners = options.NewListeners(map[string]net.Listener{options.ListenerWebhook: admissionLn, options.ListenerHealth: healthLn})
 	var sink io.Writer = suite.logs
 	if os.Getenv("CAPOV_TEST_LOG") == "stream" {
 		sink = io.MultiWriter(suite.logs, os.Stderr)
@@ -176,7 +185,23 @@ func startSuite(ctx context.Context) error {
 			return errors.New("the webhook server did not stop within 90s")
 		}
 	}
-	return waitReady(ctx, done)
+	if err := waitReady(ctx, done); err != nil {
+		return err
+	}
+	suite.metricsAddr, err = reportedMetricsAddr(suite.logs)
+	return err
+}
+
+// reportedMetricsAddr waits (at most 30 s) for the metrics address that the server's "Serving"
+// log line reports.
+func reportedMetricsAddr(logs *syncBuffer) (string, error) {
+	line := regexp.MustCompile(`"Serving".*endpoint="metrics" address="([^"]+)"`)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if m := line.FindStringSubmatch(logs.String()); m != nil {
+			return m[1], nil
+		}
+	}
+	return "", errors.New("the webhook server logged no metrics address within 30s")
 }
 
 func stopSuite() {
@@ -276,11 +301,3 @@ func webhookIdentity(ctx context.Context, root string) (*rest.Config, error) {
 	return user.Config(), nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}

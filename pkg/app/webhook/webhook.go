@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
@@ -76,6 +79,34 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return err
 	}
 
+	// The listeners are opened before the manager: a port in use fails the start at once, and a
+	// socket handed over by a supervisor is taken instead of binding the flags' address.
+	admissionLn, err := opts.Listeners.Listen(options.ListenerWebhook, net.JoinHostPort("", strconv.Itoa(opts.Port)))
+	if err != nil {
+		return err
+	}
+	defer admissionLn.Close()
+	healthLn, err := opts.Listeners.Listen(options.ListenerHealth, opts.HealthProbeBindAddress)
+	if err != nil {
+		return err
+	}
+	if healthLn != nil {
+		defer healthLn.Close()
+	}
+	admission, err := newAdmissionServer(ctrlwebhook.Options{
+		Port:     opts.Port,
+		CertDir:  opts.CertDir,
+		CertName: opts.CertName,
+		KeyName:  opts.KeyName,
+		// Without GetCertificate in TLSOpts the server reads the files through
+		// controller-runtime's certwatcher, which reloads them when cert-manager
+		// rotates the Secret (fsnotify, plus a poll every 10 s for symlink swaps).
+		TLSOpts: tlsOpts,
+	}, admissionLn, log.WithName("admission"))
+	if err != nil {
+		return err
+	}
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(),
 		Cache: cache.Options{
@@ -87,21 +118,14 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			// managedFields are never read; without them a Namespace costs a fraction.
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
-		Metrics:                metrics,
-		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		// Metrics and probes are served by RunMetrics and ServeProbes (they report the
+		// addresses they bound, and the probes can take a handed-over socket).
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 		PprofBindAddress:       opts.ProfilerAddress,
 		LeaderElection:         false,
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Port:     opts.Port,
-			CertDir:  opts.CertDir,
-			CertName: opts.CertName,
-			KeyName:  opts.KeyName,
-			// Without GetCertificate in TLSOpts the server reads the files through
-			// controller-runtime's certwatcher, which reloads them when cert-manager
-			// rotates the Secret (fsnotify, plus a poll every 10 s for symlink swaps).
-			TLSOpts: tlsOpts,
-		}),
-		Logger: log,
+		WebhookServer:          admission,
+		Logger:                 log,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the webhook manager: %w", err)
@@ -110,17 +134,18 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return err
 	}
 
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	probes := &options.Probes{}
+	if err := probes.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
 	// Ready only once the TLS server accepts connections: a pod that is Ready before would get
 	// admission requests it cannot answer, and failurePolicy Fail turns that into refusals.
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	if err := probes.AddReadyzCheck("webhook", admission.StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
 	// And only once the OVirtProvider and Namespace caches have synced: before that, defaulting
 	// and validation would wait for them inside the 10 s admission timeout.
-	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+	if err := probes.AddReadyzCheck("informers", func(req *http.Request) error {
 		syncCtx, cancel := context.WithTimeout(req.Context(), cacheSyncCheckTimeout)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(syncCtx) {
@@ -133,7 +158,14 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 
 	log.Info("Starting the CAPOV webhook server", "port", opts.Port, "certDir", opts.CertDir, "tlsMinVersion", opts.TLSMinVersion,
 		"metricsBindAddress", opts.MetricsBindAddress, "healthProbeBindAddress", opts.HealthProbeBindAddress)
-	if err := mgr.Start(ctx); err != nil {
+	if err := options.ServeProbes(mgr, probes, healthLn, log); err != nil {
+		return err
+	}
+	runMetrics, err := options.RunMetrics(ctx, metrics, cfg, mgr.GetHTTPClient(), log.WithName("metrics"))
+	if err != nil {
+		return err
+	}
+	if err := options.RunAll(ctx, mgr.Start, runMetrics); err != nil {
 		return fmt.Errorf("running the webhook server: %w", err)
 	}
 	log.Info("Webhook server stopped")

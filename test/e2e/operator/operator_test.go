@@ -377,14 +377,15 @@ func (e *e2e) cluster(t *testing.T) {
 	e.capiCore(g)
 
 	t.Log("The workload cluster: a second kube-apiserver on the node's address, and the kubelet stand-in")
-	port, err := freePort(e.cl.NodeIP())
-	g.Expect(err).NotTo(HaveOccurred())
 	assets, err := envtest.EnsureAssets(e.ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	wl := &crenvtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
 	wl.ControlPlane.APIServer = &crenvtest.APIServer{}
+	// A fixed port beside the node's own API server (6443): the test runs in a network
+	// namespace of its own, where nothing else listens on it, and the kernel never gives a port
+	// below its ephemeral range to a process that binds port 0 or connects out.
 	wl.ControlPlane.APIServer.SecureServing.Address = e.cl.NodeIP()
-	wl.ControlPlane.APIServer.SecureServing.Port = fmt.Sprint(port)
+	wl.ControlPlane.APIServer.SecureServing.Port = "6444"
 	wlCfg, err := wl.Start()
 	g.Expect(err).NotTo(HaveOccurred())
 	e.wl = wl
@@ -816,16 +817,6 @@ func restrictedPod(c corev1.Container) corev1.PodSpec {
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &tr, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		Containers:      []corev1.Container{c},
 	}
-}
-
-// freePort returns a free TCP port on host.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // assetDirs are the binaries' directories that hack/e2e.sh exports.
