@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1beta1 "github.com/capov/capov/apis/v1beta1"
 	infrav1 "github.com/capov/capov/apis/v1beta2"
@@ -259,8 +259,8 @@ func managerOptions(opts *Options, scheme *runtime.Scheme, log logr.Logger) (ctr
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
 	}
 	return ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
+		Scheme: scheme,
+		Cache:  cacheOpts,
 		// Metrics and probes are served by RunMetrics and ServeProbes (they report the
 		// addresses they bound, and the probes can take a handed-over socket).
 		Metrics:                       metricsserver.Options{BindAddress: "0"},

@@ -300,4 +300,3 @@ func webhookIdentity(ctx context.Context, root string) (*rest.Config, error) {
 	}
 	return user.Config(), nil
 }
-
