@@ -8,15 +8,19 @@
 # directives), so it is built inside our module, which requires both cluster-api modules. The
 # version ldflags are those of cluster-api's hack/scripts/release/version.sh: without them
 # `clusterctl version` is empty and the version check treats the binary as a dev build.
-# Cached in bin/tools/clusterctl-<version>; progress goes to stderr.
+# Cached in bin/tools/ and the user's cache (hack/lib/cache.sh): clusterctl-<version>; progress goes to stderr.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
+# shellcheck source=lib/cache.sh
+source "${root}/hack/lib/cache.sh"
 
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" # vX.Y.Z
-out="${root}/bin/tools/clusterctl-${version}"
-if [[ -x "${out}" ]]; then
+entry="tools/clusterctl-${version}"
+out="${root}/bin/${entry}"
+if [[ -x "${out}" ]] || { cache_restore "${entry}" && [[ -x "${out}" ]]; }; then
+  cache_save "${entry}"
   echo "${out}"
   exit 0
 fi
@@ -29,4 +33,5 @@ ld="-s -w -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=${major} -X ${pkg}.
 ld="${ld} -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
 CGO_ENABLED=0 go build -trimpath -ldflags "${ld}" -o "${out}.tmp.$$" sigs.k8s.io/cluster-api/cmd/clusterctl
 mv "${out}.tmp.$$" "${out}"
+cache_save "${entry}"
 echo "${out}"

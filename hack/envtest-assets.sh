@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the envtest control-plane binaries (kube-apiserver, etcd) from Go modules, because
 # setup-envtest cannot download them on this network. Binaries are cached in
-# bin/envtest/<k8s-version>/ and the script prints that directory on stdout, so callers can
-# do: export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)
+# bin/envtest/<k8s-version>/ and in the user's cache (hack/lib/cache.sh: a fresh clone on a
+# used machine copies them from there), and the script prints that directory on stdout, so
+# callers can do: export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)
 #
 # Idempotent: when the binaries exist it returns in milliseconds. An existing
 # KUBEBUILDER_ASSETS that holds both binaries is honoured and printed as is.
@@ -13,6 +14,8 @@ K8S_VERSION="${ENVTEST_K8S_VERSION:-1.36.3}"
 ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.16}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/cache.sh
+source "${root}/hack/lib/cache.sh"
 log() { echo "envtest-assets: $*" >&2; }
 
 if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "${KUBEBUILDER_ASSETS}/kube-apiserver" && -x "${KUBEBUILDER_ASSETS}/etcd" ]]; then
@@ -20,8 +23,11 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "${KUBEBUILDER_ASSETS}/kube-apiserver" 
   exit 0
 fi
 
-out="${root}/bin/envtest/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
-if [[ -x "${out}/kube-apiserver" && -x "${out}/etcd" ]]; then
+entry="envtest/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
+out="${root}/bin/${entry}"
+complete() { [[ -x "${out}/kube-apiserver" && -x "${out}/etcd" ]]; }
+if complete || { cache_restore "${entry}" && complete; }; then
+  cache_save "${entry}"
   echo "${out}"
   exit 0
 fi
@@ -107,4 +113,5 @@ GO
 
 build_etcd
 build_apiserver
+cache_save "${entry}"
 echo "${out}"

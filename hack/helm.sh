@@ -4,7 +4,7 @@
 #
 #   HELM=$(hack/helm.sh) && "${HELM}" lint --strict charts/capov
 #
-# The binary is cached in bin/tools/helm-<version>; a second run returns at once. The version
+# The binary is cached in bin/tools/helm-<version> and the user's cache (hack/lib/cache.sh); a second run returns at once. The version
 # ldflags are the ones helm's own Makefile sets: without them `helm version` prints no patch
 # level and helm assumes Kubernetes v1.20, so kubeVersion constraints and lint's deprecation
 # checks would test against the wrong release. Progress goes to stderr.
@@ -12,14 +12,18 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
+# shellcheck source=lib/cache.sh
+source "${root}/hack/lib/cache.sh"
 
 # The pinned versions come from the root module's build list, so go.mod stays the one source.
 version="$(go list -m -f '{{.Version}}' helm.sh/helm/v3)"
 k8s="$(go list -m -f '{{.Version}}' k8s.io/client-go)" # v0.<minor>.<patch>
 k8s_minor="$(echo "${k8s}" | cut -d. -f2)"
 
-out="${root}/bin/tools/helm-${version}"
-if [[ -x "${out}" ]]; then
+entry="tools/helm-${version}"
+out="${root}/bin/${entry}"
+if [[ -x "${out}" ]] || { cache_restore "${entry}" && [[ -x "${out}" ]]; }; then
+  cache_save "${entry}"
   echo "${out}"
   exit 0
 fi
@@ -31,4 +35,5 @@ for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
 done
 CGO_ENABLED=0 go build -trimpath -ldflags "${ld}" -o "${out}.tmp.$$" helm.sh/helm/v3/cmd/helm
 mv "${out}.tmp.$$" "${out}"
+cache_save "${entry}"
 echo "${out}"

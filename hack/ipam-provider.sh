@@ -3,7 +3,7 @@
 # from its Go module, with the dependency versions of its own go.mod (it does not build against
 # CAPOV's newer controller-runtime), and copies its CRDs next to it. The conformance suite runs
 # it beside Cluster API's reconcilers, with real InClusterIPPools. Cached in
-# bin/ipam/<version>/; the script prints that directory on stdout:
+# bin/ipam/<version>/ and the user's cache (hack/lib/cache.sh); the script prints that directory on stdout:
 #   bin/ipam/<version>/manager        the provider
 #   bin/ipam/<version>/crds/*.yaml    its CRDs (InClusterIPPool, GlobalInClusterIPPool, ...)
 #
@@ -14,10 +14,15 @@ VERSION="${IPAM_PROVIDER_VERSION:-v1.1.0}"
 MODULE=sigs.k8s.io/cluster-api-ipam-provider-in-cluster
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/cache.sh
+source "${root}/hack/lib/cache.sh"
 log() { echo "ipam-provider: $*" >&2; }
 
-out="${root}/bin/ipam/${VERSION}"
-if [[ -x "${out}/manager" && -d "${out}/crds" ]]; then
+entry="ipam/${VERSION}"
+out="${root}/bin/${entry}"
+complete() { [[ -x "${out}/manager" && -d "${out}/crds" ]]; }
+if complete || { cache_restore "${entry}" && complete; }; then
+  cache_save "${entry}"
   echo "${out}"
   exit 0
 fi
@@ -52,5 +57,6 @@ mkdir -p "${out}/crds"
 cp "${srcdir}"/config/crd/bases/*.yaml "${out}/crds/"
 chmod u+w "${out}"/crds/*.yaml
 mv "${out}/manager.tmp" "${out}/manager"
+cache_save "${entry}"
 log "ready: ${out}"
 echo "${out}"

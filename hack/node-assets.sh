@@ -6,7 +6,8 @@
 # module with the plugins a cluster DNS needs, and the pause program of the sandbox image.
 # kube-apiserver and etcd are the envtest binaries (hack/envtest-assets.sh).
 #
-# The binaries are cached in bin/node/k8s-<version>-coredns-<version>/ and the script prints that
+# The binaries are cached in bin/node/k8s-<version>-coredns-<version>/ and in the user's cache
+# (hack/lib/cache.sh), and the script prints that
 # directory on stdout: NODE_ASSETS=$(hack/node-assets.sh). When they exist it returns at once.
 # An existing NODE_ASSETS that holds them all is honoured and printed as is. Progress goes to
 # stderr. Cold (empty Go caches) about 27 minutes on 2 shared cores (20 CPU-minutes, kubelet
@@ -18,6 +19,8 @@ COREDNS_VERSION="${COREDNS_VERSION:-1.15.0}"
 BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns pause)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/cache.sh
+source "${root}/hack/lib/cache.sh"
 log() { echo "node-assets: $*" >&2; }
 
 complete() {
@@ -29,8 +32,10 @@ if [[ -n "${NODE_ASSETS:-}" ]] && complete "${NODE_ASSETS}"; then
   echo "${NODE_ASSETS}"
   exit 0
 fi
-out="${root}/bin/node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}"
-if complete "${out}"; then
+entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}"
+out="${root}/bin/${entry}"
+if complete "${out}" || { cache_restore "${entry}" && complete "${out}"; }; then
+  cache_save "${entry}"
   echo "${out}"
   exit 0
 fi
@@ -139,4 +144,5 @@ build_pause
 build_kubernetes
 build_coredns
 complete "${out}" || { log "some binaries are missing in ${out}"; exit 1; }
+cache_save "${entry}"
 echo "${out}"

@@ -113,14 +113,22 @@ func TestManagerOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			o, err := managerOptions(parseFlags(t, tt.args...), NewScheme(), logr.Discard())
+			opts := parseFlags(t, tt.args...)
+			o, err := managerOptions(opts, NewScheme(), logr.Discard())
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(o.Controller.ReconciliationTimeout).To(Equal(tt.wantTimeout))
 			g.Expect(o.Controller.RecoverPanic).To(Equal(ptr.To(true)))
-			g.Expect(o.Metrics.SecureServing).To(BeTrue())
 			g.Expect(o.PprofBindAddress).To(Equal(tt.wantPprof))
+			// The metrics and probe servers are CAPOV's own (options.RunMetrics, ServeProbes):
+			// controller-runtime's stay off.
+			g.Expect(o.Metrics.BindAddress).To(Equal("0"))
+			g.Expect(o.HealthProbeBindAddress).To(Equal("0"))
+			metrics, err := opts.MetricsServer()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(metrics.SecureServing).To(BeTrue())
+			g.Expect(metrics.BindAddress).To(Equal(":8443"))
 			cfg := &tls.Config{}
-			for _, f := range o.Metrics.TLSOpts {
+			for _, f := range metrics.TLSOpts {
 				f(cfg)
 			}
 			g.Expect(cfg.MinVersion).To(Equal(tt.wantMinVersion))
