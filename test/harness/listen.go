@@ -128,6 +128,7 @@ type heldPort struct {
 	reservation *Reservation
 
 	mu      sync.Mutex
+	current *Process      // the webhook started last on the port
 	refuser chan struct{} // closed when the refusing loop has stopped; nil when none runs
 }
 
@@ -138,13 +139,26 @@ func (h *heldPort) port() int {
 	return h.ln.Addr().(*net.TCPAddr).Port
 }
 
-// refuse answers connections until stopRefusing (called before the next webhook starts).
-func (h *heldPort) refuse() {
+// serving records p as the webhook on the port: once it exits, and unless another webhook
+// was started since, the port refuses connections until the next start (stopRefusing).
+func (h *heldPort) serving(p *Process) {
 	if h.ln == nil {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.current = p
+	h.mu.Unlock()
+	go func() {
+		<-p.done
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.current == p {
+			h.refuseLocked()
+		}
+	}()
+}
+
+func (h *heldPort) refuseLocked() {
 	if h.refuser != nil {
 		return
 	}
@@ -170,12 +184,15 @@ func (h *heldPort) refuse() {
 	}()
 }
 
+// stopRefusing ends the refusals before a webhook starts; a webhook that exits after this
+// call no longer starts them.
 func (h *heldPort) stopRefusing() error {
 	if h.ln == nil {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.current = nil
 	if h.refuser == nil {
 		return nil
 	}

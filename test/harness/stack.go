@@ -308,10 +308,7 @@ func startBinary(ctx context.Context, b binaryStart) (*Process, string, error) {
 	}
 	if b.admission != nil {
 		// Once this webhook is gone, its port refuses connections until the next one starts.
-		go func() {
-			<-p.done
-			b.admission.refuse()
-		}()
+		b.admission.serving(p)
 	}
 	healthAddr := ""
 	if health != nil {
