@@ -158,6 +158,12 @@ func addAdminGroup(t *testing.T, ovirtCluster, name string) {
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
+// hostRecorded is an eventuallyCondition check: status.host names the VM's host (written with
+// MachineOn True, after it).
+func hostRecorded(g Gomega, om *infrav1.OVirtMachine) {
+	g.Expect(om.Status.Host).NotTo(BeEmpty(), "status.host names the VM's host")
+}
+
 func controlPlaneGroupName(tc *testCluster, ovirtCluster string) string {
 	return "capov-" + tc.ns + "-" + tc.cluster.Name + "-control-plane-" + ovirtCluster
 }
@@ -173,8 +179,7 @@ func TestThreeControlPlaneMachinesLandOnThreeHosts(t *testing.T) {
 	}
 	hosts := map[string]string{}
 	for _, om := range oms {
-		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
-		g.Expect(got.Status.Host).NotTo(BeEmpty(), "status.host names the VM's host")
+		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"}, hostRecorded)
 		simHost, ok := sim.VMHost(got.Status.VMID)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(got.Status.Host).To(Equal(simHost))
@@ -227,7 +232,7 @@ func TestSoftAntiAffinityStartsAThirdVMOnTwoHosts(t *testing.T) {
 	hosts := map[string]int{}
 	for range 3 {
 		_, om := tc.newControlPlaneMachine(t, softPairCluster, "")
-		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"}, hostRecorded)
 		hosts[got.Status.Host]++
 	}
 	g.Expect(hosts).To(HaveLen(2), "Soft spreads over both hosts and still starts the third VM: %v", hosts)
@@ -262,7 +267,7 @@ func TestHardAntiAffinityRefusesTheThirdVMUntilAHostComesUp(t *testing.T) {
 	// A third host: the retry starts the VM there.
 	_, err := sim.AddHost(hardPairCluster, "hardpair-h3", 256<<30)
 	g.Expect(err).NotTo(HaveOccurred())
-	got = eventuallyCondition(t, third, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	got = eventuallyCondition(t, third, condition{Type: infrav1.MachineOnCondition, Status: "True"}, hostRecorded)
 	g.Expect(got.Status.Host).To(Equal("hardpair-h3"))
 }
 
@@ -352,7 +357,7 @@ func TestAWorkerPoolWithAntiAffinityGetsAGroupThatGoesWithIt(t *testing.T) {
 	name := "capov-" + tc.ns + "-" + tc.cluster.Name + "-md-pool-a-" + spreadCluster
 	hosts := map[string]bool{}
 	for _, om := range oms {
-		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+		got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"}, hostRecorded)
 		g.Expect(got.Status.AffinityGroups).To(ConsistOf(name))
 		hosts[got.Status.Host] = true
 	}
