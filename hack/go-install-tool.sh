@@ -16,7 +16,7 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
 echo "installing ${pkg}@${version}" >&2
-GOBIN="${tmp}" GOWORK=off GOFLAGS= CGO_ENABLED=0 go install "${pkg}@${version}"
+GOBIN="${tmp}" GOWORK=off GOFLAGS=-trimpath CGO_ENABLED=0 go install "${pkg}@${version}"
 mkdir -p "$(dirname "${target}")"
 mv "${tmp}/$(basename "${pkg}")" "${target}"
 [[ -n "${entry}" ]] && cache_save "${entry}"

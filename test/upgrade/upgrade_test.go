@@ -203,7 +203,7 @@ func buildRelease(t *testing.T, ctx context.Context, root, dir string) map[strin
 		out := filepath.Join(dir, "bin", name)
 		build := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 		build.Dir = src
-		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK="+filepath.Join(src, "go.work"))
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -trimpath", "GOWORK="+filepath.Join(src, "go.work"))
 		if b, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("building the %s of %s: %v\n%s", name, oldRelease, err, b)
 		}
