@@ -70,7 +70,7 @@ const gateWakeBuffer = 256
 // (every status patch of a machine in flight reconciles it, and the reconcile re-reads the VM
 // before its scheduled read, spending the budget the gate saves), and with the prototype of
 // scheduled reads it met p50/total at N=500 (0.54) but not total <= 1.1 x the lower bound
-// (docs/notes/issue18-fairness-prototype/README.md).
+// (docs/proposals/2026-12-02-fair-progress-under-a-rate-limit.md).
 //
 // When many machines are created at once, the provider's rate limit is the bottleneck. Without
 // the gate every step of every machine waits in one queue (the workqueue, then the limiter), so
