@@ -62,8 +62,8 @@ demo: envtest ## Run the whole provider locally (control planes, oVirt simulator
 	go run ./test/demo/cmd/demo
 
 .PHONY: test
-test: ## Everything CI runs: verify, lint, chart lint, all tests (unit, simulator, integration, conformance, charts, bench smoke, chaos short run), short fuzz runs; prints each phase's time.
-	@MAKE="$(MAKE)" hack/phases.sh verify lint envtest charts-lint unit bench-smoke fuzz chaos-short
+test: ## Everything CI runs: verify, lint, chart lint, all tests (unit, simulator, integration, conformance, charts, bench smoke, chaos short run), short unguided fuzz runs; prints each phase's time.
+	@MAKE="$(MAKE)" hack/phases.sh verify lint envtest charts-lint unit bench-smoke fuzz-smoke chaos-short
 
 ##@ Build
 
@@ -147,8 +147,12 @@ chaos-short: envtest test-binaries ## Run the chaos suite's short run (one seed,
 		go test -count=1 -timeout 20m -v -run '^TestChaos$$' ./test/chaos/
 
 .PHONY: fuzz
-fuzz: ## Run every Go fuzz target for FUZZTIME (default 3s) each.
+fuzz: ## Run every Go fuzz target for FUZZTIME (default 3s) each, coverage-guided (instrumented test binaries).
 	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run every Go fuzz target for FUZZTIME each from the plain test binaries, unguided (part of make test).
+	hack/fuzz.sh --unguided $(FUZZTIME)
 
 ##@ End-to-end
 

@@ -41,6 +41,15 @@ func fuzzProvider(mode uint8, sd string) *infrav1.OVirtProvider {
 	}
 }
 
+// referencedProvider is p when spec.provider names it, else nil: what the webhook reads for a
+// spec (a fuzzed spec names another provider as often as ovirt-prod).
+func referencedProvider(p *infrav1.OVirtProvider, name string) *infrav1.OVirtProvider {
+	if p == nil || p.Name != name {
+		return nil
+	}
+	return p
+}
+
 func readerFor(p *infrav1.OVirtProvider) *OVirtMachineWebhook {
 	if p == nil {
 		return &OVirtMachineWebhook{Reader: readerWith()}
@@ -158,7 +167,7 @@ func FuzzOVirtMachineCreate(f *testing.F) {
 		_, err := w.ValidateCreate(ctx, m)
 		checkDenial(t, err)
 		if err == nil {
-			clone := ResolveDiskClone(m.Spec.DiskClone, p, w.Gates)
+			clone := ResolveDiskClone(m.Spec.DiskClone, referencedProvider(p, m.Spec.Provider), w.Gates)
 			checkAdmittedVMSpec(t, &m.Spec.OVirtVMSpec, clone)
 			checkAdmittedFailureDomain(t, m)
 		}
@@ -238,7 +247,7 @@ func FuzzOVirtMachineTemplateCreate(f *testing.F) {
 		checkDenial(t, err)
 		if err == nil {
 			spec := &tpl.Spec.Template.Spec
-			checkAdmittedVMSpec(t, spec, ResolveDiskClone(spec.DiskClone, p, w.Gates))
+			checkAdmittedVMSpec(t, spec, ResolveDiskClone(spec.DiskClone, referencedProvider(p, spec.Provider), w.Gates))
 		}
 	})
 }

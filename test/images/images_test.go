@@ -46,13 +46,21 @@ const (
 )
 
 // built holds what TestMain builds once for the whole run: the binaries of the Dockerfiles'
-// images for both platforms, and the images assembled from them.
+// images for linux/amd64 and the small multiarch program for every default platform, and the
+// images assembled from them.
 type built struct {
 	dir      string
-	specs    map[string]images.Spec       // by Dockerfile suffix: manager, webhook
-	binaries map[string]map[string]string // suffix -> platform -> path
-	images   map[string]*images.Image     // suffix -> image
+	specs    map[string]images.Spec       // manager, webhook (the Dockerfiles' suffixes), multiarch
+	binaries map[string]map[string]string // name -> platform -> path
+	images   map[string]*images.Image     // name -> image
 }
+
+// productPlatforms are the platforms the tests build the product images for. `make images`
+// builds every default platform; compiling the manager's and the webhook's dependencies for
+// arm64 as well would double the cost of a cold run (docs/development.md), and what differs
+// per platform (the index, the ELF machine, the SBOM's binaries) is tested with the multiarch
+// program on every default platform.
+var productPlatforms = []string{"linux/amd64"}
 
 // fixture is set by TestMain; nil with -short (the tests that need it skip).
 var fixture *built
@@ -76,8 +84,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build compiles manager and webhook for both platforms (the slow part, once) and assembles
-// their images.
+// build compiles manager and webhook for linux/amd64 and the multiarch program for every
+// default platform (the slow part, once) and assembles their images.
 func build(ctx context.Context) (*built, error) {
 	dir, err := os.MkdirTemp("", "capov-images-test-")
 	if err != nil {
@@ -88,27 +96,43 @@ func build(ctx context.Context) (*built, error) {
 	if err != nil {
 		return b, err
 	}
+	specs := map[string]images.Spec{}
 	for _, spec := range images.Products(testSpec(abs)) {
-		suffix := strings.TrimPrefix(spec.Name, "capov-")
-		if suffix != "manager" && suffix != "webhook" {
-			continue
+		if suffix := strings.TrimPrefix(spec.Name, "capov-"); suffix == "manager" || suffix == "webhook" {
+			spec.Platforms = productPlatforms
+			specs[suffix] = spec
 		}
-		b.specs[suffix] = spec
-		b.binaries[suffix] = map[string]string{}
-		for _, p := range images.DefaultPlatforms() {
+	}
+	multi := testSpec(abs)
+	multi.Name, multi.Package, multi.Binary = "capov-multiarch", "./test/images/internal/multiarch", "/multiarch"
+	multi.Platforms = images.DefaultPlatforms()
+	specs["multiarch"] = multi
+	for name, spec := range specs {
+		b.specs[name] = spec
+		b.binaries[name] = map[string]string{}
+		for _, p := range spec.Platforms {
 			bin, err := images.Compile(ctx, spec, p, dir)
 			if err != nil {
 				return b, err
 			}
-			b.binaries[suffix][p] = bin
+			b.binaries[name][p] = bin
 		}
-		img, err := images.Assemble(ctx, spec, b.binaries[suffix])
+		img, err := images.Assemble(ctx, spec, b.binaries[name])
 		if err != nil {
 			return b, err
 		}
-		b.images[suffix] = img
+		b.images[name] = img
 	}
 	return b, nil
+}
+
+// indexPlatform is the platform string of an index entry for a Spec platform: arm64 gets its
+// variant.
+func indexPlatform(p string) string {
+	if p == "linux/arm64" {
+		return "linux/arm64/v8"
+	}
+	return p
 }
 
 func testSpec(dir string) images.Spec {
@@ -118,7 +142,7 @@ func testSpec(dir string) images.Spec {
 func needFixture(t *testing.T) *built {
 	t.Helper()
 	if fixture == nil {
-		t.Skip("builds the manager and webhook for two platforms; not with -short")
+		t.Skip("builds the manager and the webhook; not with -short")
 	}
 	return fixture
 }
@@ -243,7 +267,8 @@ func platformImages(t *testing.T, idx v1.ImageIndex) map[string]v1.Image {
 }
 
 // TestImagesAgreeWithTheDockerfiles reads Dockerfile.manager and Dockerfile.webhook and checks
-// that the assembled images are what `docker build` would make of them, on both platforms:
+// that the assembled images are what `docker build` would make of them, on the platforms the
+// tests build them for (productPlatforms; TestMultiPlatformImages covers the others):
 // the distroless static nonroot base (users, groups, home, /tmp, CA bundle, environment,
 // working directory), the binary at the COPY destination built with the Dockerfile's go build
 // command for the right architecture, USER and ENTRYPOINT.
@@ -277,8 +302,9 @@ func TestImagesAgreeWithTheDockerfiles(t *testing.T) {
 			g.Expect(images.LDFlags("${VERSION}", "${GIT_COMMIT}", "${BUILD_DATE}")).To(Equal(string(ldflags[1])))
 
 			byPlatform := platformImages(t, img.Index)
-			g.Expect(byPlatform).To(HaveLen(2))
-			for platform, arch := range map[string]string{"linux/amd64": "amd64", "linux/arm64/v8": "arm64"} {
+			g.Expect(byPlatform).To(HaveLen(len(fx.specs[name].Platforms)))
+			for _, p := range fx.specs[name].Platforms {
+				platform, arch := indexPlatform(p), strings.Split(p, "/")[1]
 				pimg, ok := byPlatform[platform]
 				g.Expect(ok).To(BeTrue(), "the index has %s", platform)
 				cf, err := pimg.ConfigFile()
@@ -388,6 +414,49 @@ func checkDistrolessLayout(t *testing.T, files map[string]fileInfo, user, workdi
 	g.Expect(x509.NewCertPool().AppendCertsFromPEM(ca)).To(BeTrue())
 }
 
+// TestMultiPlatformImages checks what differs per platform on the multiarch program, built
+// for every default platform as `make images` builds the product images: one runnable image
+// per platform in the index, each with its architecture in the config and a static binary for
+// that machine, built with the images' go build settings; and that the product specs take the
+// default platforms (amd64 and arm64).
+func TestMultiPlatformImages(t *testing.T) {
+	fx := needFixture(t)
+	g := NewWithT(t)
+	g.Expect(images.DefaultPlatforms()).To(Equal([]string{"linux/amd64", "linux/arm64"}))
+	for _, s := range images.Products(images.Spec{Tag: testTag}) {
+		g.Expect(s.Platforms).To(BeEmpty(), "%s: make images builds the default platforms", s.Name)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	byPlatform := platformImages(t, fx.images["multiarch"].Index)
+	g.Expect(byPlatform).To(HaveLen(len(images.DefaultPlatforms())))
+	for _, p := range images.DefaultPlatforms() {
+		arch := strings.Split(p, "/")[1]
+		pimg, ok := byPlatform[indexPlatform(p)]
+		g.Expect(ok).To(BeTrue(), "the index has %s", indexPlatform(p))
+		cf, err := pimg.ConfigFile()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cf.OS).To(Equal("linux"))
+		g.Expect(cf.Architecture).To(Equal(arch))
+		if arch == "arm64" {
+			g.Expect(cf.Variant).To(Equal("v8"))
+		}
+		bin, ok := flatten(t, pimg)["/multiarch"]
+		g.Expect(ok).To(BeTrue())
+		ef, err := elf.NewFile(bytes.NewReader(bin.data))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ef.Machine).To(Equal(machines[arch]), p)
+		for _, prog := range ef.Progs {
+			g.Expect(prog.Type).NotTo(Equal(elf.PT_INTERP), "static: no dynamic loader")
+		}
+		info, err := buildinfo.Read(bytes.NewReader(bin.data))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info.Settings).To(ContainElements(
+			debugSetting("-trimpath", "true"), debugSetting("CGO_ENABLED", "0"),
+			debugSetting("GOOS", "linux"), debugSetting("GOARCH", arch)))
+		g.Expect(bytes.Contains(bin.data, []byte(testVersion))).To(BeTrue(), "-X stamps the version")
+	}
+}
+
 func debugSetting(k, v string) any {
 	return And(HaveField("Key", k), HaveField("Value", v))
 }
@@ -422,9 +491,9 @@ func TestImagesAreReproducible(t *testing.T) {
 	g.Expect(fileSHA256(t, rebuilt)).To(Equal(fileSHA256(t, fx.binaries["manager"]["linux/amd64"])))
 
 	// Every layer is a normalised tar: sorted names, epoch mtimes, numeric owners only. The
-	// base layer is one blob shared by both images and both platforms.
+	// base layer is one blob shared by every image and platform.
 	bases := map[v1.Hash]bool{}
-	for _, img := range []*images.Image{fx.images["manager"], fx.images["webhook"]} {
+	for _, img := range []*images.Image{fx.images["manager"], fx.images["webhook"], fx.images["multiarch"]} {
 		for _, pimg := range platformImages(t, img.Index) {
 			layers, err := pimg.Layers()
 			g.Expect(err).NotTo(HaveOccurred())
@@ -456,16 +525,16 @@ func TestImagesAreReproducible(t *testing.T) {
 	g.Expect(bases).To(HaveLen(1))
 }
 
-// TestArchiveNamesTheImageAndAttachesTheSBOM writes the manager's archive, unpacks it and
+// TestArchiveNamesTheImageAndAttachesTheSBOM writes a two-platform archive, unpacks it and
 // reads it back as an OCI image layout: one entry, the image index named with the full
 // reference; every platform image valid; one SBOM artifact per platform image, inside the
 // index, whose subject is that image.
 func TestArchiveNamesTheImageAndAttachesTheSBOM(t *testing.T) {
 	fx := needFixture(t)
 	g := NewWithT(t)
-	img := fx.images["manager"]
+	img := fx.images["multiarch"]
 	dir := t.TempDir()
-	archive := filepath.Join(dir, "capov-manager.oci.tar")
+	archive := filepath.Join(dir, "capov-multiarch.oci.tar")
 	g.Expect(images.WriteOCIArchive(archive, img)).To(Succeed())
 	st, err := os.Stat(archive)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -487,7 +556,7 @@ func TestArchiveNamesTheImageAndAttachesTheSBOM(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(im.Manifests).To(HaveLen(1), "one image: what crane push and ctr import --digests expect")
 
-	ref := "ghcr.io/capov/capov-manager:" + testTag
+	ref := "ghcr.io/capov/capov-multiarch:" + testTag
 	named := im.Manifests[0]
 	g.Expect(named.MediaType).To(BeEquivalentTo("application/vnd.oci.image.index.v1+json"))
 	g.Expect(named.Digest).To(Equal(digest(t, img)))
@@ -611,7 +680,7 @@ func TestSBOMListsEveryGoModuleOfTheBinaries(t *testing.T) {
 			binaries = append(binaries, r.To)
 		}
 	}
-	g.Expect(binaries).To(HaveLen(2), "one binary per platform")
+	g.Expect(binaries).To(HaveLen(len(fx.specs["webhook"].Platforms)), "one binary per platform")
 	for platform, path := range fx.binaries["webhook"] {
 		info, err := buildinfo.ReadFile(path)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -623,7 +692,7 @@ func TestSBOMListsEveryGoModuleOfTheBinaries(t *testing.T) {
 		}
 		g.Expect(binID).NotTo(BeEmpty(), platform)
 		g.Expect(doc.Packages[byID[binID]].Checksums[0].ChecksumValue).To(Equal(fileSHA256(t, path)))
-		pimg := platformImages(t, img.Index)[map[string]string{"linux/amd64": "linux/amd64", "linux/arm64": "linux/arm64/v8"}[platform]]
+		pimg := platformImages(t, img.Index)[indexPlatform(platform)]
 		g.Expect(pimg).NotTo(BeNil(), platform)
 		manifestDigest, err := pimg.Digest()
 		g.Expect(err).NotTo(HaveOccurred())
@@ -732,8 +801,8 @@ func TestSpecsThatCannotBeBuiltAreRejected(t *testing.T) {
 func TestAssembleRefusesABinaryOfAnotherPlatform(t *testing.T) {
 	fx := needFixture(t)
 	g := NewWithT(t)
-	bins := fx.binaries["webhook"]
-	_, err := images.Assemble(context.Background(), fx.specs["webhook"], map[string]string{
+	bins := fx.binaries["multiarch"]
+	_, err := images.Assemble(context.Background(), fx.specs["multiarch"], map[string]string{
 		"linux/amd64": bins["linux/arm64"], "linux/arm64": bins["linux/arm64"],
 	})
 	g.Expect(err).To(MatchError(ContainSubstring(`GOARCH="arm64", want "amd64"`)))
