@@ -29,6 +29,10 @@ TEST_FLAGS ?=
 RACE_FLAGS ?= -race
 BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... \
 	./test/integration/... ./test/conformance/... ./test/chaos/... ./test/demo/... ./test/capi/... ./test/e2e/...
+# How many black-box test packages run at once. They spend much of their time waiting on API
+# servers and processes (two cores were about 65% busy at go test's default of one package per
+# core), so four at once fill the idle time: the warm unit phase went from 600 s to 400 s.
+BLACKBOX_PARALLEL ?= 4
 # CAPOV's binaries that the suites run as processes, built once per make run (the harness links
 # them from CAPOV_TEST_BINARIES instead of building them in every test package).
 TEST_BINARIES := $(BIN)/test
@@ -118,7 +122,7 @@ unit: envtest test-binaries ## Run all Go tests of the product and API modules (
 	race="$$(go list ./... ./apis/... | sort | comm -23 - <(echo "$${black}"))"; \
 	export $(TEST_ENV) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh); \
 	rc=0; $(if $(RACE_FLAGS),CGO_ENABLED=1) go test $(RACE_FLAGS) $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $${race} || rc=$$?; \
-	go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $${black} || rc=$$?; exit $${rc}
+	go test -p $(BLACKBOX_PARALLEL) $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $${black} || rc=$$?; exit $${rc}
 
 .PHONY: conformance
 conformance: envtest test-binaries ## Run the CAPI conformance suite only (CAPI core reconcilers drive CAPOV).

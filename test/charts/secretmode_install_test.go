@@ -30,9 +30,12 @@ var capovCRDNames = []string{
 	"ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
 }
 
-// servesCAPOV reports whether discovery lists the CAPOV kinds of infrastructure.cluster.x-k8s.io/v1beta2
-// in the aggregated discovery Helm reads its capabilities from (the API server updates it a
-// moment after the group's own endpoint).
+// servesCAPOV reports whether discovery lists every CAPOV kind in infrastructure.cluster.x-k8s.io
+// v1beta2, read from the aggregated discovery Helm takes its capabilities from (the API server
+// updates it a moment after the group's own endpoint). The CRDs become Established one by one,
+// so counting the group's resources is not enough: a count of four was met by two kinds and
+// their status subresources while OVirtMachine was not served yet, and the install that
+// followed failed the chart's preflight under load.
 func servesCAPOV(cfg *rest.Config) bool {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -42,12 +45,23 @@ func servesCAPOV(cfg *rest.Config) bool {
 	if err != nil {
 		return false
 	}
+	kinds := map[string]bool{}
 	for _, l := range lists {
-		if l.GroupVersion == "infrastructure.cluster.x-k8s.io/v1beta2" {
-			return len(l.APIResources) >= 4
+		if l.GroupVersion != "infrastructure.cluster.x-k8s.io/v1beta2" {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if !strings.Contains(r.Name, "/") {
+				kinds[r.Kind] = true
+			}
 		}
 	}
-	return false
+	for _, k := range []string{"OVirtProvider", "OVirtCluster", "OVirtClusterTemplate", "OVirtMachine", "OVirtMachineTemplate"} {
+		if !kinds[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // capovAPIGone returns nil once no CAPOV CRD exists and discovery no longer serves their group.
