@@ -11,7 +11,9 @@
 set -euo pipefail
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-1.36.3}"
-ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.16}"
+# etcd at the version kubeadm 1.36 deploys (DefaultEtcdVersion 3.6.8-0): the same binary is the
+# etcd image of the real guests (test/guest).
+ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.8}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/cache.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the node binaries of the e2e cluster (test/e2e/node) from Go modules, because no release
-# can be downloaded on this network: kubelet, kube-controller-manager, kube-scheduler and
-# kube-proxy from k8s.io/kubernetes at the envtest version (the recipe of hack/envtest-assets.sh:
+# Builds the node binaries of the e2e cluster (test/e2e/node) and of the real guests (test/guest)
+# from Go modules, because no release can be downloaded on this network: kubelet, kubeadm,
+# kube-controller-manager, kube-scheduler and kube-proxy from k8s.io/kubernetes at the envtest version (the recipe of hack/envtest-assets.sh:
 # the staging repos replaced by their published releases, version ldflags), CoreDNS from its
 # module with the plugins a cluster DNS needs, and the pause program of the sandbox image.
 # kube-apiserver and etcd are the envtest binaries (hack/envtest-assets.sh).
@@ -15,8 +15,14 @@
 set -euo pipefail
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-1.36.3}"
-COREDNS_VERSION="${COREDNS_VERSION:-1.15.0}"
-BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns pause)
+# CoreDNS at the version kubeadm 1.36 deploys (CoreDNSVersion v1.14.2), for the real guests.
+COREDNS_VERSION="${COREDNS_VERSION:-1.14.2}"
+# The CNI of the real guests' clusters (test/e2e/workload): flanneld, and the flannel CNI plugin
+# of containernetworking/plugins (its last release with it; the Go module proxy does not serve
+# its successor, flannel-io/cni-plugin).
+FLANNEL_VERSION="${FLANNEL_VERSION:-0.28.10}"
+CNI_PLUGINS_FLANNEL_VERSION=0.9.1
+BINARIES=(kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy coredns pause flanneld flannel)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/cache.sh
@@ -32,7 +38,7 @@ if [[ -n "${NODE_ASSETS:-}" ]] && complete "${NODE_ASSETS}"; then
   echo "${NODE_ASSETS}"
   exit 0
 fi
-entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}"
+entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}-flannel-${FLANNEL_VERSION}"
 out="${root}/bin/${entry}"
 if complete "${out}" || { cache_restore "${entry}" && complete "${out}"; }; then
   cache_save "${entry}"
@@ -81,7 +87,7 @@ build_kubernetes() {
     ld="${ld} -X ${p}.gitVersion=v${K8S_VERSION} -X ${p}.gitMajor=1 -X ${p}.gitMinor=${minor}"
   done
   # The upstream main packages are built as they are (-mod=mod completes go.mod on the way).
-  for c in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+  for c in kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy; do
     build "${d}" "${c}" "k8s.io/kubernetes/cmd/${c}" "${ld}"
   done
 }
@@ -140,9 +146,29 @@ GO
   build "${d}" pause .
 }
 
+# flanneld's UDP backend is cgo on amd64 (the upstream image builds it so too); the binary is
+# dynamically linked and test/guest's image carries its libraries.
+build_flannel() {
+  [[ -x "${out}/flanneld" && -x "${out}/flannel" ]] && return 0
+  # Two modules: flannel requires a newer containernetworking/plugins, without the plugin.
+  local d="${work}/flannel" p="${work}/cni-flannel"
+  mkdir -p "${d}" "${p}"
+  # flanneld links every backend; the Tencent Cloud one needs an SDK release the Go module
+  # proxy refuses (403), so an older one the proxy serves stands in (that backend is unused).
+  (cd "${d}" && go mod init capov.local/node-flannel >/dev/null 2>&1 &&
+    go mod edit -replace "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc=github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc@v1.0.1100" &&
+    go get "github.com/flannel-io/flannel@v${FLANNEL_VERSION}" >&2)
+  (cd "${p}" && go mod init capov.local/node-cni-flannel >/dev/null 2>&1 &&
+    go get "github.com/containernetworking/plugins@v${CNI_PLUGINS_FLANNEL_VERSION}" >&2)
+  local ld="-s -w -X github.com/flannel-io/flannel/pkg/version.Version=v${FLANNEL_VERSION}"
+  CGO_ENABLED=1 build "${d}" flanneld github.com/flannel-io/flannel "${ld}"
+  build "${p}" flannel github.com/containernetworking/plugins/plugins/meta/flannel
+}
+
 build_pause
 build_kubernetes
 build_coredns
+build_flannel
 complete "${out}" || { log "some binaries are missing in ${out}"; exit 1; }
 cache_save "${entry}"
 echo "${out}"

@@ -3,12 +3,12 @@
 # provider) are kept per version in bin/ and, outside the clone, in CAPOV_CACHE_DIR
 # (default ${XDG_CACHE_HOME:-~/.cache}/capov, the way setup-envtest keeps its binaries in the
 # user's cache directory), so that a fresh clone on a used machine builds none of them again.
-# Entries are named as under bin/ (envtest/k8s-1.36.3-etcd-3.6.16, tools/helm-v3.20.2, ...) and
+# Entries are named as under bin/ (envtest/k8s-1.36.3-etcd-3.6.8, tools/helm-v3.20.2, ...) and
 # written once, complete, by a rename: an interrupted build never leaves one.
 #
 #   source hack/lib/cache.sh   # needs ${root}, the repository
-#   cache_restore envtest/k8s-1.36.3-etcd-3.6.16 && echo "restored into bin/"
-#   cache_save envtest/k8s-1.36.3-etcd-3.6.16     # after a build into bin/
+#   cache_restore envtest/k8s-1.36.3-etcd-3.6.8 && echo "restored into bin/"
+#   cache_save envtest/k8s-1.36.3-etcd-3.6.8     # after a build into bin/
 CAPOV_CACHE_DIR="${CAPOV_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/capov}"
 
 # cache_restore <entry>: copies (hard links where it can) the cached entry into bin/<entry>,

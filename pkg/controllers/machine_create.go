@@ -170,6 +170,13 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		spec.OSType = osTypeIgnition
 	} else {
 		spec.HostName = hostNameFor(om.Namespace, om.Name)
+		script, err := renderCloudConfigTemplate(boot.value, spec.HostName)
+		if err != nil {
+			created(infrav1.BootstrapDataInvalidReason, clusterv1.ConditionSeverityWarning, "bootstrap data Secret %s/%s: %v",
+				s.machine.Namespace, ptr.Deref(s.machine.Spec.Bootstrap.DataSecretName, ""), err)
+			return stop(r.retryLater(), nil)
+		}
+		spec.CustomScript = script
 	}
 	if c := om.Spec.CPU; c != nil {
 		spec.Sockets, spec.Cores, spec.Threads = int(c.Sockets), int(c.Cores), int(c.Threads)

@@ -1,6 +1,7 @@
 // Package capi runs Cluster API's own core reconcilers (Cluster, Machine, MachineSet,
-// MachineDeployment, and the ClusterClass and managed topology reconcilers behind the
-// ClusterTopology feature gate) against a management cluster, as the CAPI core provider would
+// MachineDeployment, MachineHealthCheck, ClusterResourceSet, and the ClusterClass and managed
+// topology reconcilers behind the ClusterTopology feature gate), and on request its kubeadm
+// bootstrap and control-plane providers, against a management cluster, as the CAPI core provider would
 // in production. The conformance suite runs it in-process and the demo as a separate process
 // (test/capi/cmd/capi-core), so that CAPOV is driven by the real CAPI logic, contract labels
 // and all, without a kind cluster.
@@ -18,13 +19,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
 	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourceset"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourcesetbinding"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
 	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
@@ -33,6 +38,7 @@ import (
 	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/util/index"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -47,6 +53,9 @@ type Options struct {
 	SyncPeriod time.Duration
 	// HealthProbeBindAddress serves /healthz and /readyz ("0" or "" disables).
 	HealthProbeBindAddress string
+	// Kubeadm also runs Cluster API's kubeadm bootstrap provider (CABPK) and kubeadm
+	// control-plane provider (KCP), each as its own manager as in production.
+	Kubeadm bool
 }
 
 // NewScheme returns the scheme of the CAPI core controllers.
@@ -55,12 +64,14 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(addonsv1.AddToScheme(s))
 	// The ClusterClass reconciler watches ExtensionConfigs (even with RuntimeSDK off).
 	utilruntime.Must(runtimev1.AddToScheme(s))
 	return s
 }
 
-// Run starts the reconcilers and blocks until ctx ends. It enables CAPI's ClusterTopology
+// Run starts the reconcilers (and, with Options.Kubeadm, the kubeadm providers) and blocks
+// until ctx ends or one of them fails. It enables CAPI's ClusterTopology
 // feature gate. The gate is process-wide (CAPI keeps its gates in a package variable): a test
 // process that calls Run has managed topologies on everywhere, as a CAPI installation with
 // ClusterTopology=true does; Clusters without spec.topology behave as before.
@@ -78,6 +89,25 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	if opts.HealthProbeBindAddress == "" {
 		opts.HealthProbeBindAddress = "0"
 	}
+	if !opts.Kubeadm {
+		return runCore(ctx, cfg, log, opts)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 3)
+	for _, run := range []func(context.Context, *rest.Config, logr.Logger, Options) error{runCore, runKubeadmBootstrap, runKubeadmControlPlane} {
+		go func() { errs <- run(ctx, cfg, log, opts) }()
+	}
+	err := <-errs
+	cancel()
+	<-errs
+	<-errs
+	return err
+}
+
+// runCore runs the core manager: Cluster, Machine, MachineSet, MachineDeployment,
+// MachineHealthCheck, ClusterResourceSet and the topology reconcilers.
+func runCore(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) error {
 	ctx = ctrl.LoggerInto(ctx, log)
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 50, 100
@@ -139,8 +169,42 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	if err := setupTopology(ctx, mgr, cc, opts.WatchFilterValue, workers); err != nil {
 		return err
 	}
+	if err := setupHealthAndAddons(ctx, mgr, cc, opts.WatchFilterValue, workers); err != nil {
+		return err
+	}
 	log.Info("Starting Cluster API core reconcilers", "watchFilter", opts.WatchFilterValue)
 	return mgr.Start(ctx)
+}
+
+// setupHealthAndAddons adds the MachineHealthCheck reconciler and the ClusterResourceSet
+// reconcilers (with the metadata-only Secret cache of CAPI's core main).
+func setupHealthAndAddons(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, filter string, workers controller.Options) error {
+	if err := (&machinehealthcheck.Reconciler{
+		Client: mgr.GetClient(), ClusterCache: cc, WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers); err != nil {
+		return fmt.Errorf("setting up the MachineHealthCheck reconciler: %w", err)
+	}
+	secrets, err := ctrlcache.New(mgr.GetConfig(), ctrlcache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultTransform: ctrlcache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the metadata-only Secret cache: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return fmt.Errorf("adding the metadata-only Secret cache: %w", err)
+	}
+	if err := (&clusterresourceset.Reconciler{
+		Client: mgr.GetClient(), ClusterCache: cc, WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers, secrets); err != nil {
+		return fmt.Errorf("setting up the ClusterResourceSet reconciler: %w", err)
+	}
+	if err := (&clusterresourcesetbinding.Reconciler{
+		Client: mgr.GetClient(), WatchFilterValue: filter,
+	}).SetupWithManager(ctx, mgr, workers); err != nil {
+		return fmt.Errorf("setting up the ClusterResourceSetBinding reconciler: %w", err)
+	}
+	return nil
 }
 
 // setupTopology adds the reconcilers of ClusterClass and managed topologies, as CAPI's core

@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -53,6 +56,9 @@ type Options struct {
 	WithoutCAPICRDs bool
 	// WithoutOurCRDs skips the CAPOV CRDs (for example to test a Helm install of them).
 	WithoutOurCRDs bool
+	// WithKubeadmCRDs also loads the CRDs of Cluster API's kubeadm bootstrap and control-plane
+	// providers (KubeadmConfig, KubeadmControlPlane and their templates).
+	WithKubeadmCRDs bool
 	// WithCertManagerCRDs loads the cert-manager CRDs from its Go module.
 	WithCertManagerCRDs bool
 	// ExtraCRDPaths are more directories or files with CRDs.
@@ -83,6 +89,9 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(bootstrapv1.AddToScheme(s))
+	utilruntime.Must(controlplanev1.AddToScheme(s))
+	utilruntime.Must(addonsv1.AddToScheme(s))
 	utilruntime.Must(ipamv1.AddToScheme(s))
 	utilruntime.Must(clusterv1beta1.AddToScheme(s))
 	utilruntime.Must(infrav1beta1.AddToScheme(s))
@@ -116,6 +125,10 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 			return nil, err
 		}
 		paths = append(paths, filepath.Join(dir, "core", "config", "crd", "bases"))
+		if opts.WithKubeadmCRDs {
+			paths = append(paths, filepath.Join(dir, "bootstrap", "kubeadm", "config", "crd", "bases"),
+				filepath.Join(dir, "controlplane", "kubeadm", "config", "crd", "bases"))
+		}
 	}
 	if opts.WithCertManagerCRDs {
 		dir, err := ModuleDir(ctx, certManagerModule)

@@ -54,6 +54,15 @@ type StackOptions struct {
 	// WithIPAM runs Cluster API's in-cluster IPAM provider (hack/ipam-provider.sh builds it)
 	// with its CRDs, for InClusterIPPools and GlobalInClusterIPPools.
 	WithIPAM bool
+	// RealGuests: the simulator (a process, with SimulatorArgs naming the guests' template and
+	// bridge) boots a real node for every VM that powers on, so there is no workload control
+	// plane and no kubelet stand-in: the workload clusters are the ones kubeadm builds.
+	RealGuests bool
+	// SimulatorArgs are appended to the simulator process's flags.
+	SimulatorArgs []string
+	// KubeadmProviders also runs Cluster API's kubeadm bootstrap and control-plane providers
+	// (in-process) and installs their CRDs.
+	KubeadmProviders bool
 	// InstallCRDs, when set, installs the CAPOV CRDs instead of the harness (which then starts
 	// the control plane without them); it runs before the webhook and manager start.
 	InstallCRDs func(ctx context.Context, env *envtest.Environment) error
@@ -150,7 +159,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	if manifests == "" {
 		manifests = filepath.Join(root, "config", "webhook", "manifests.yaml")
 	}
-	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, Webhooks: crenvtest.WebhookInstallOptions{
+	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, WithKubeadmCRDs: opts.KubeadmProviders, Webhooks: crenvtest.WebhookInstallOptions{
 		Paths:            []string{manifests},
 		LocalServingHost: "127.0.0.1",
 		LocalServingPort: webhookPort,
@@ -165,9 +174,11 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	// envtest generated a CA and a serving certificate for 127.0.0.1 and registered the
 	// webhook configurations with that CA; the webhook serves its certificate.
 	certDir := s.Mgmt.Env.WebhookInstallOptions.LocalServingCertDir
-	s.say("Starting the workload cluster (a second kube-apiserver + etcd)")
-	if s.Workload, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: true, WithoutCAPICRDs: true}); err != nil {
-		return nil, err
+	if !opts.RealGuests {
+		s.say("Starting the workload cluster (a second kube-apiserver + etcd)")
+		if s.Workload, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: true, WithoutCAPICRDs: true}); err != nil {
+			return nil, err
+		}
 	}
 	mgmtKubeconfig, err := s.Mgmt.Kubeconfig("capov-management")
 	if err != nil {
@@ -177,11 +188,13 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	if err := os.WriteFile(s.KubeconfigPath, mgmtKubeconfig, 0o600); err != nil {
 		return nil, err
 	}
-	if s.WorkloadKubeconfig, err = s.Workload.Kubeconfig("workload"); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(opts.WorkDir, "workload.kubeconfig"), s.WorkloadKubeconfig, 0o600); err != nil {
-		return nil, err
+	if s.Workload != nil {
+		if s.WorkloadKubeconfig, err = s.Workload.Kubeconfig("workload"); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(opts.WorkDir, "workload.kubeconfig"), s.WorkloadKubeconfig, 0o600); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := s.startSimulator(ctx, bins["ovirtsim"]); err != nil {
@@ -211,7 +224,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 			}
 		} else {
 			s.goRun(func(ctx context.Context) {
-				if err := capi.Run(ctx, s.Mgmt.Config, opts.Log.WithName("capi"), capi.Options{}); err != nil && ctx.Err() == nil {
+				if err := capi.Run(ctx, s.Mgmt.Config, opts.Log.WithName("capi"), capi.Options{Kubeadm: opts.KubeadmProviders}); err != nil && ctx.Err() == nil {
 					opts.Log.Error(err, "Cluster API core reconcilers stopped")
 				}
 			})
@@ -225,9 +238,11 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 		}
 	}
 
-	s.say("Starting the kubelet stand-in: it registers a Node in the workload cluster for every VM that is up")
-	k := &Kubelet{Workload: s.Workload.Client, VMs: s.listVMs}
-	s.goRun(k.Run)
+	if s.Workload != nil {
+		s.say("Starting the kubelet stand-in: it registers a Node in the workload cluster for every VM that is up")
+		k := &Kubelet{Workload: s.Workload.Client, VMs: s.listVMs}
+		s.goRun(k.Run)
+	}
 	return s, nil
 }
 
@@ -381,7 +396,7 @@ func (s *Stack) startSimulator(ctx context.Context, bin string) error {
 		return err
 	}
 	var adminHost string
-	if s.SimProcess, s.SimURL, adminHost, s.SimCAPEM, err = startSimulatorProcess(ctx, "ovirtsim", bin, seedPath, s.opts.WorkDir); err != nil {
+	if s.SimProcess, s.SimURL, adminHost, s.SimCAPEM, err = startSimulatorProcess(ctx, "ovirtsim", bin, seedPath, s.opts.WorkDir, s.opts.SimulatorArgs...); err != nil {
 		return err
 	}
 	s.SimUsername, s.SimPassword = s.opts.Seed.Username, s.opts.Seed.Password
@@ -396,15 +411,15 @@ func (s *Stack) startSimulator(ctx context.Context, bin string) error {
 // startSimulatorProcess starts the simulator binary on a port it binds itself (port 0) and
 // returns once its --url-file reports where: the process, its API URL, the host:port of its
 // admin endpoints and its CA. Its files are <name>-ca.pem, <name>-url and logs/<name>.log in dir.
-func startSimulatorProcess(ctx context.Context, name, bin, seedPath, dir string) (p *Process, apiURL, adminHost string, caPEM []byte, err error) {
+func startSimulatorProcess(ctx context.Context, name, bin, seedPath, dir string, extra ...string) (p *Process, apiURL, adminHost string, caPEM []byte, err error) {
 	caPath := filepath.Join(dir, name+"-ca.pem")
 	urlPath := filepath.Join(dir, name+"-url")
 	if err := os.Remove(urlPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", "", nil, err
 	}
-	if p, err = Start(name, bin, []string{
+	if p, err = Start(name, bin, append([]string{
 		"--listen=127.0.0.1:0", "--seed=" + seedPath, "--ca-out=" + caPath, "--url-file=" + urlPath,
-	}, nil, filepath.Join(dir, "logs", name+".log")); err != nil {
+	}, extra...), nil, filepath.Join(dir, "logs", name+".log")); err != nil {
 		return nil, "", "", nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -287,6 +287,7 @@ func (s *Simulator) SetHostStatus(name, status string) error {
 		v.power, v.phaseAt, v.stopTime = phaseDown, now, now
 		delete(h.vms, v)
 		v.host = nil
+		s.inv.guestOp(v, guestPowerOff)
 	}
 	// HaAutoStartVmsRunner restarts the highly available VMs, by priority.
 	slices.SortStableFunc(victims, func(a, b *vm) int { return cmp.Compare(b.haPriority, a.haPriority) })
@@ -331,6 +332,7 @@ func (s *Simulator) launch(v *vm, h *host, now time.Time) {
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	v.startTime = now
 	h.place(v)
+	s.inv.bootGuest(v, false)
 }
 
 // ---- REST

@@ -30,6 +30,9 @@ type VMInitialization struct {
 	// UserData is what the guest receives: the Ignition JSON, or the
 	// cloud-init user-data ("#cloud-config\n" + the engine's YAML + custom_script).
 	UserData string `json:"user_data"`
+	// MetaData is the config drive's openstack/latest/meta_data.json: the host name (hostname,
+	// name), the authorized keys (public_keys), a new random uuid, the engine's fixed entries.
+	MetaData string `json:"meta_data"`
 	// NetworkData is the OpenStack network_data.json the engine wrote next to the user data
 	// from nic_configurations, dns_servers and dns_search (for Ignition VMs too, whose guest
 	// ignores it); empty without them.
@@ -49,7 +52,7 @@ func composeInit(v *vm, now time.Time) (*VMInitialization, *apiError) {
 	if v.customScript == "" && v.hostName == "" && v.initUser == "" && v.sshKeys == "" && !v.hasNetworkInit() {
 		return nil, nil
 	}
-	in := &VMInitialization{OSType: v.osType, ComposedAt: now, NetworkData: openStackNetworkData(v)}
+	in := &VMInitialization{OSType: v.osType, ComposedAt: now, MetaData: engineMetaData(v), NetworkData: openStackNetworkData(v)}
 	switch ignVersion, ignition := ignitionOSTypes[v.osType]; {
 	case ignition:
 		in.Format = InitFormatIgnition
@@ -63,7 +66,7 @@ func composeInit(v *vm, now time.Time) (*VMInitialization, *apiError) {
 		in.Network = ignitionGuestNetwork(v, data)
 	case strings.HasPrefix(v.osType, "windows"):
 		// Sysprep's network settings are not modelled.
-		in.Format, in.UserData, in.NetworkData = InitFormatSysprep, v.customScript, ""
+		in.Format, in.UserData, in.NetworkData, in.MetaData = InitFormatSysprep, v.customScript, "", ""
 	default:
 		in.Format, in.UserData = InitFormatCloudInit, cloudInitUserData(v)
 		in.Network = cloudInitGuestNetwork(v)
@@ -102,34 +105,13 @@ func ignitionData(v *vm, version string) (string, error) {
 	return v.customScript, nil
 }
 
-// cloudInitUserData composes the user-data like the engine's CloudInitHandler:
-// "#cloud-config\n", the engine's own YAML, then custom_script appended.
+// cloudInitUserData composes the user-data like the engine's CloudInitHandler.getUserData:
+// "#cloud-config\n", the engine's own YAML map, then custom_script appended verbatim. The
+// custom script's own first line (a "## template: jinja" or "#cloud-config" header) is
+// therefore never the first line of what the guest reads, and a key of the engine's map that
+// the script sets again (runcmd, say) appears twice in one YAML document.
 func cloudInitUserData(v *vm) string {
-	var b strings.Builder
-	b.WriteString("#cloud-config\n")
-	b.WriteString("output:\n  all: '>> /var/log/cloud-init-output.log'\n")
-	b.WriteString("disable_root: 0\n")
-	if v.hostName != "" {
-		fmt.Fprintf(&b, "hostname: %s\nfqdn: %s\n", yamlQuote(v.hostName), yamlQuote(v.hostName))
-	}
-	if v.initUser != "" {
-		fmt.Fprintf(&b, "user: %s\n", yamlQuote(v.initUser))
-	}
-	if strings.TrimSpace(v.sshKeys) != "" {
-		b.WriteString("ssh_authorized_keys:\n")
-		for _, k := range strings.Split(strings.TrimSpace(v.sshKeys), "\n") {
-			if k = strings.TrimSpace(k); k != "" {
-				fmt.Fprintf(&b, "- %s\n", yamlQuote(k))
-			}
-		}
-	}
-	b.WriteString(v.customScript)
-	return b.String()
-}
-
-// yamlQuote writes s as a single-quoted YAML scalar.
-func yamlQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	return "#cloud-config\n" + engineUserDataMap(v) + v.customScript
 }
 
 // Initialization returns the payload the engine composed on the VM's first

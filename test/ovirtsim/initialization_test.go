@@ -105,9 +105,24 @@ func TestCloudInitComposedUserData(t *testing.T) {
 	g.Expect(lines[0]).To(Equal("#cloud-config"), "the engine's header comes first")
 	g.Expect(in.UserData).To(HaveSuffix(script), "custom_script is appended verbatim")
 	g.Expect(in.UserData).NotTo(HavePrefix("## template: jinja"), "Jinja is no longer the first line: it stays literal")
-	g.Expect(in.UserData).To(ContainSubstring("hostname: 'worker-0.example.com'\nfqdn: 'worker-0.example.com'\n"))
-	g.Expect(in.UserData).To(ContainSubstring("user: 'core'\nssh_authorized_keys:\n- 'ssh-ed25519 AAAA core@x'\n"))
+	// The host name and the keys go to the meta data (CloudInitHandler.storeHostname,
+	// storeAuthorizedKeys), where cloud-init reads local-hostname and public-keys; the user
+	// name goes to the user data's map.
+	g.Expect(in.UserData).To(ContainSubstring("user: core\n"))
 	g.Expect(in.UserData).To(ContainSubstring("disable_root: 0\n"))
+	g.Expect(in.UserData).NotTo(ContainSubstring("worker-0.example.com"))
+	var md map[string]any
+	g.Expect(json.Unmarshal([]byte(in.MetaData), &md)).To(Succeed())
+	g.Expect(md).To(HaveKeyWithValue("hostname", "worker-0.example.com"))
+	g.Expect(md).To(HaveKeyWithValue("name", "worker-0.example.com"))
+	g.Expect(md).To(HaveKeyWithValue("public_keys", ConsistOf("ssh-ed25519 AAAA core@x")))
+	g.Expect(md).To(HaveKeyWithValue("uuid", MatchRegexp(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)))
+	drive := map[string]string{}
+	for _, f := range in.ConfigDrive() {
+		drive[f.Path] = f.Data
+	}
+	g.Expect(drive).To(Equal(map[string]string{ovirtsim.ConfigDriveMetaData: in.MetaData, ovirtsim.ConfigDriveUserData: in.UserData}),
+		"no network_data.json without network configuration")
 
 	st, body := admin(t, sim, "GET", "/sim/vms/"+id+"/initialization", "")
 	g.Expect(st).To(Equal(200), body)

@@ -547,6 +547,7 @@ func (inv *inventory) removeVM(v *vm, detachOnly, force, outOfBand bool, now tim
 	// a removed VM leaves its affinity groups.
 	inv.dropFromGroups(v)
 	v.leaveHost()
+	inv.guestOp(v, guestRemove)
 	return nil
 }
 
@@ -567,7 +568,8 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if !v.initialized {
+	firstRun := !v.initialized
+	if firstRun {
 		// RunVmCommand.updateVmInit: the initialization applies on the first run only.
 		in, aerr := composeInit(v, now)
 		if aerr != nil {
@@ -579,6 +581,7 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	v.startTime = now
 	h.place(v)
+	inv.bootGuest(v, firstRun)
 	return nil
 }
 
@@ -592,6 +595,7 @@ func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
 	}
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
 	v.leaveHost()
+	inv.guestOp(v, guestPowerOff)
 	return nil
 }
 
@@ -623,12 +627,19 @@ func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, t
 			v.power, v.phaseAt, v.pd, v.upAt = phaseRefusing, now, tm.PoweringDown, up
 			return nil, now.Add(tm.PoweringDown)
 		}
-		v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, tm.PoweringDown, now.Add(tm.PoweringDown)
-		return nil, now.Add(tm.PoweringDown)
+		pd := tm.PoweringDown
+		if inv.guests != nil {
+			// A real guest: powering_down until it has powered off (GuestExited).
+			pd = guestShutdownLimit
+			inv.guestOp(v, guestShutdown)
+		}
+		v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, pd, now.Add(pd)
+		return nil, now.Add(pd)
 	}
 	// wait_for_launch, powering_up: no guest to ask yet, a hard stop.
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
 	v.leaveHost()
+	inv.guestOp(v, guestPowerOff)
 	return nil, now
 }
 

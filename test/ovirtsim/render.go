@@ -354,6 +354,11 @@ func reportedDevices(v *vm, rc *renderCtx) *ovirtsdk.ReportedDeviceSlice {
 	var out []*ovirtsdk.ReportedDevice
 	if rc.guest != nil && v.reportsIPs(rc.now, rc.guestAgent) {
 		ifs := guestIfaces(v, rc.guest)
+		if rc.inv != nil {
+			if real, ok := rc.inv.realGuestIfaces(v); ok {
+				ifs = real
+			}
+		}
 		rc.shuffler().Shuffle(len(ifs), func(i, j int) { ifs[i], ifs[j] = ifs[j], ifs[i] })
 		out = make([]*ovirtsdk.ReportedDevice, 0, len(ifs))
 		for i := range ifs {

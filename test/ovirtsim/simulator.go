@@ -615,6 +615,11 @@ func (s *Simulator) Reset() {
 		return // cannot happen: the same seed built fine in Build
 	}
 	s.mu.Lock()
+	// Real guests (guests.go) outlive a reset's inventory: the old VMs' guests are removed.
+	inv.guests, inv.guestRuntime = s.inv.guests, s.inv.guestRuntime
+	for _, v := range s.inv.vms {
+		s.inv.guestOp(v, guestRemove)
+	}
 	s.inv, s.timings, s.guestAgent = inv, s.built.Timings, !s.built.NoGuestAgent
 	s.guestIfaces, _ = normaliseGuestInterfaces(s.built.GuestInterfaces) // validated in Build
 	s.ignoreFollow = s.built.IgnoreFollow

@@ -171,6 +171,7 @@ type vm struct {
 	upAt                 time.Time // with phaseRefusing: when the VM first came up
 	host                 *host     // where the VM runs or last ran (see runningOn)
 	ha                   bool      // high_availability.enabled (VmBase.autoStartup)
+	guestRun             int       // numbers the power-ons of a real guest (guests.go)
 	haPriority           int64     // high_availability.priority
 }
 
@@ -267,6 +268,9 @@ func (j *job) status(now time.Time) string {
 // inventory is the whole mutable engine state. It is guarded by Simulator.mu.
 type inventory struct {
 	rng *rand.Rand
+	// guests and guestRuntime are set when the VMs boot real guests (guests.go).
+	guests       *guestQueue
+	guestRuntime GuestRuntime
 
 	dcs           []*dataCenter
 	dcByName      map[string]*dataCenter

@@ -27,7 +27,7 @@ const (
 	// PauseImage is the sandbox image containerd runs (built here, never pulled).
 	PauseImage = "registry.k8s.io/pause:3.10"
 	// CoreDNSImage is the image of the CoreDNS Deployment (built here from the node assets).
-	CoreDNSImage = "e2e.local/coredns:v1.15.0"
+	CoreDNSImage = "e2e.local/coredns:v1.14.2"
 
 	apiserverPort       = 6443
 	etcdClientURL       = "http://127.0.0.1:2379"

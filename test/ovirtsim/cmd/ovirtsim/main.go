@@ -63,6 +63,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bootDelay := fs.Duration("boot-delay", 0, "time from start to up, split over wait_for_launch and powering_up")
 	noGuestAgent := fs.Bool("no-guest-agent", false, "no VM has a guest agent: nothing is reported and powering_up lasts the seed's no_agent_powering_up")
 	urlFile := fs.String("url-file", "", "write the API URL to this file once serving")
+	var gf guestFlags
+	fs.StringVar(&gf.dir, "guests-dir", "", "boot a real guest for every VM that powers on, its disk in this directory (root, private namespaces: docs/ovirtsim.md \"Real guests\")")
+	fs.StringVar(&gf.template, "guest-template", "", "with --guests-dir: the base image (test/guest.BuildTemplate's directory)")
+	fs.StringVar(&gf.guestInit, "guest-init", "", "with --guests-dir: the guest-init binary (test/guest/cmd/guest-init)")
+	fs.StringVar(&gf.bridge, "guest-bridge", "capov0", "with --guests-dir: the bridge the guests' NICs are plugged into")
+	fs.DurationVar(&gf.stopTimeout, "guest-stop-timeout", 20*time.Second, "with --guests-dir: how long each guest service may take to stop at a shutdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -131,6 +137,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer sim.Close()
+	if gf.dir != "" {
+		if gf.template == "" || gf.guestInit == "" {
+			return errors.New("--guests-dir needs --guest-template and --guest-init")
+		}
+		stopGuests, err := startGuests(sim, gf, stderr)
+		if err != nil {
+			return err
+		}
+		defer stopGuests()
+	}
 
 	caPath, removeCA, err := writeCA(*caOut, sim.CAPEM())
 	switch {

@@ -1,0 +1,193 @@
+//go:build linux
+
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/capov/capov/test/guest"
+)
+
+// testSSHKey is the public key the flavors' OVIRT_SSH_AUTHORIZED_KEY asks for (nobody logs in).
+const testSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl capov-e2e"
+
+// flavorVars are the variables of the default flavor for the lab.
+func (wd *world) flavorVars() map[string]string {
+	return map[string]string{
+		"OVIRT_PROVIDER":                    providerName,
+		"OVIRT_CLUSTER_NAME":                "Default",
+		"OVIRT_TEMPLATE_NAME":               ovirtTemplate,
+		"OVIRT_CONTROL_PLANE_ENDPOINT_HOST": wd.lab.Address(),
+		"OVIRT_SSH_AUTHORIZED_KEY":          testSSHKey,
+		"OVIRT_CONTROL_PLANE_MEMORY_MB":     "4096",
+		"OVIRT_WORKER_MEMORY_MB":            "4096",
+		"CNI":                               "flannel",
+		"KUBEADM_IGNORE_PREFLIGHT_ERRORS":   labPreflightSkips,
+	}
+}
+
+// labPreflightSkips are the kubeadm preflight checks the lab's guests fail for what they are
+// (docs/operations.md "Real guests"): no kernel configuration or modules to read in a
+// container's kernel.
+const labPreflightSkips = "[SystemVerification]"
+
+// TestQuickStart follows Cluster API's quick_start spec: a cluster of one control-plane machine
+// and one worker from the default flavor, rendered by clusterctl; kubeadm init and join succeed
+// on CAPOV's VMs, both Nodes become Ready with CAPOV's providerIDs (matched by the SMBIOS UUID
+// the kubelet reads), the Cluster, KubeadmControlPlane and MachineDeployment are Ready, and a
+// pod on the worker answers through the workload API server.
+func TestQuickStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	const ns, name = "quick-start", "qs"
+	if err := w.namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	crs, err := os.ReadFile(filepath.Join("testdata", "cni-flannel.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.applyYAML(ctx, ns, crs); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := w.generateCluster(ctx, name, ns, "", 1, 1, w.flavorVars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := w.applyYAML(ctx, ns, manifest); err != nil {
+		t.Fatal(err)
+	}
+	var cs kubernetes.Interface
+	eventually(t, ctx, "the first control-plane Node is Ready", 15*time.Minute, 5*time.Second, func(ctx context.Context) error {
+		if cs == nil {
+			c, _, err := w.workloadClient(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			cs = c
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if nodeReady(&n) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d control-plane Nodes, none Ready", len(nodes.Items))
+	})
+	firstCP := time.Since(start)
+	eventually(t, ctx, "every Node is Ready", 15*time.Minute, 5*time.Second, func(ctx context.Context) error {
+		return allNodesReady(ctx, cs, 2)
+	})
+	allReady := time.Since(start)
+	eventually(t, ctx, "the Cluster is Available", 10*time.Minute, 5*time.Second, w.clusterAvailable(ns, name))
+	logf("quick start: first control-plane Node Ready %s, all Nodes Ready %s after apply", firstCP.Round(time.Second), allReady.Round(time.Second))
+
+	// Every Node is its Machine's VM: providerID set by CAPOV, system UUID read by the kubelet
+	// from the firmware the Engine gave the VM.
+	machines, err := w.machines(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]corev1.Node{}
+	for _, n := range nodes.Items {
+		byName[n.Name] = n
+	}
+	for _, m := range machines {
+		if m.Status.NodeRef.Name == "" {
+			t.Fatalf("Machine %s has no nodeRef", m.Name)
+		}
+		n, ok := byName[m.Status.NodeRef.Name]
+		if !ok {
+			t.Fatalf("Machine %s names Node %s, which does not exist", m.Name, m.Status.NodeRef.Name)
+		}
+		vmID := strings.TrimPrefix(m.Spec.ProviderID, "ovirt://")
+		if m.Spec.ProviderID == "" || n.Spec.ProviderID != m.Spec.ProviderID || n.Status.NodeInfo.SystemUUID != vmID {
+			t.Fatalf("Machine %s (providerID %q) and Node %s (providerID %q, systemUUID %q) do not match",
+				m.Name, m.Spec.ProviderID, n.Name, n.Spec.ProviderID, n.Status.NodeInfo.SystemUUID)
+		}
+	}
+
+	// A pod on the worker, its output read through the workload API server (the kubelet serves
+	// the logs).
+	worker := ""
+	for _, n := range nodes.Items {
+		if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; !cp {
+			worker = n.Name
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: worker, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:" + guest.EtcdImageTag,
+				ImagePullPolicy: corev1.PullNever, Command: []string{"etcd", "--version"}}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the pod on the worker answered", 5*time.Minute, 3*time.Second, func(ctx context.Context) error {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("pod hello is %s", p.Status.Phase)
+		}
+		logs, err := cs.CoreV1().Pods("default").GetLogs("hello", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(logs), "etcd Version: 3.6.8") {
+			return fmt.Errorf("pod hello printed %q", logs)
+		}
+		return nil
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func allNodesReady(ctx context.Context, cs kubernetes.Interface, want int) error {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	ready := 0
+	var not []string
+	for _, n := range nodes.Items {
+		if nodeReady(&n) {
+			ready++
+		} else {
+			not = append(not, n.Name)
+		}
+	}
+	if ready != want || len(nodes.Items) != want {
+		return fmt.Errorf("%d of %d Nodes Ready (want %d); not Ready: %v", ready, len(nodes.Items), want, not)
+	}
+	return nil
+}
