@@ -161,12 +161,18 @@ fuzz-smoke: ## Run every Go fuzz target for FUZZTIME each from the plain test bi
 ##@ End-to-end
 
 # The package(s) and -run pattern of make e2e: make e2e E2E_PKG=./test/e2e/node E2E_RUN=TestNode
-E2E_PKG ?= ./test/e2e/...
+E2E_PKG ?= ./test/e2e/node ./test/e2e/operator
 E2E_RUN ?=
+# The -run pattern of make e2e-workload: make e2e-workload WORKLOAD_RUN=TestQuickStart
+WORKLOAD_RUN ?=
 
 .PHONY: e2e
 e2e: ## Real single-node cluster (kubelet, containerd) in private namespaces: the charts installed from our images, as users run them. Needs root.
 	hack/e2e.sh $(E2E_PKG) -v $(if $(E2E_RUN),-run '$(E2E_RUN)')
+
+.PHONY: e2e-workload
+e2e-workload: ## Real workload clusters: simulator VMs boot real nodes, kubeadm through Cluster API's KCP and CABPK, MHC remediation, rollouts, scaling, reboots. Needs root.
+	hack/e2e.sh ./test/guest ./test/e2e/workload -v -timeout 45m $(if $(WORKLOAD_RUN),-run '$(WORKLOAD_RUN)')
 
 .PHONY: node-assets
 node-assets: ## Build (once) kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and pause into bin/node.

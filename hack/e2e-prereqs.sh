@@ -2,7 +2,8 @@
 # Installs, with apt-get and only when missing, the Debian packages the e2e node runs on:
 # containerd (containerd, ctr, the runc v2 shim), runc, the CNI plugins (/usr/lib/cni), iptables
 # (kube-proxy's and the CNI plugins' rules, inside the private netns only), conntrack, and the
-# util-linux/iproute2 tools the wrapper uses (unshare, nsenter, ip).
+# util-linux/iproute2 tools the wrapper uses (unshare, nsenter, ip); and for the real guests of
+# make e2e-workload, cloud-init, ifupdown, isc-dhcp-client and dnsmasq-base.
 #
 # No service is started: containerd's package would start a host containerd under systemd;
 # a policy-rc.d that refuses every start is put in place for the install when there is none.
@@ -29,6 +30,12 @@ declare -A want=(
   [conntrack]=/usr/sbin/conntrack
   [iproute2]=/usr/sbin/ip
   [util-linux]=/usr/bin/unshare
+  # The real guests of make e2e-workload (test/guest): their template runs Debian's cloud-init
+  # and ifupdown (with isc-dhcp-client); the lab's DHCP and DNS server is dnsmasq.
+  [cloud-init]=/usr/bin/cloud-init
+  [ifupdown]=/usr/sbin/ifup
+  [isc-dhcp-client]=/usr/sbin/dhclient
+  [dnsmasq-base]=/usr/sbin/dnsmasq
 )
 missing=()
 for p in "${!want[@]}"; do

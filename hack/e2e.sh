@@ -3,7 +3,7 @@
 # private Linux namespaces, so that nothing changes on the host.
 #
 #   hack/e2e.sh [PACKAGES] [-run REGEXP] [-v] [-count N] [-timeout D] [-- other test binary flags]
-#   hack/e2e.sh                                 # ./test/e2e/...
+#   hack/e2e.sh                                 # ./test/e2e/node ./test/e2e/operator
 #   hack/e2e.sh ./test/e2e/node -run TestNode
 #
 # It needs root and Linux namespaces. It installs the Debian packages when missing
@@ -22,11 +22,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "e2e: $*" >&2; }
 
-# reap <pid>: kill what is left in the cgroup subtree of the test process <pid>, then remove it.
+# reap <pid>: kill what is left in the cgroup subtree of the test process <pid>, and in the
+# guest trees (capov-guests-<pid>, test/guest) of processes that are gone, then remove them.
 reap() {
   local name="capov-e2e-$1" dirs=() d i
   for d in /sys/fs/cgroup/*/"${name}" /sys/fs/cgroup/"${name}"; do
     [[ -d "${d}" ]] && dirs+=("${d}")
+  done
+  for d in /sys/fs/cgroup/*/capov-guests-*; do
+    [[ -d "${d}" ]] || continue
+    kill -0 "${d##*capov-guests-}" 2>/dev/null || dirs+=("${d}")
   done
   [[ ${#dirs[@]} -eq 0 ]] && return 0
   log "removing what the test left in cgroup ${name}"
@@ -45,7 +50,7 @@ reap() {
     [[ ${left} -eq 0 ]] && return 0
     sleep 0.1
   done
-  log "could not remove cgroup ${name} everywhere: ${dirs[*]}"
+  log "could not remove the cgroups everywhere: ${dirs[*]}"
   return 1
 }
 
@@ -83,7 +88,7 @@ fi
 # Arguments: packages first, then go-test-like flags, translated for the test binary.
 pkgs=()
 while [[ $# -gt 0 && "$1" != -* ]]; do pkgs+=("$1"); shift; done
-[[ ${#pkgs[@]} -eq 0 ]] && pkgs=(./test/e2e/...)
+[[ ${#pkgs[@]} -eq 0 ]] && pkgs=(./test/e2e/node ./test/e2e/operator)
 timeout="${E2E_TIMEOUT:-30m}"
 targs=()
 while [[ $# -gt 0 ]]; do
@@ -107,7 +112,9 @@ KUBEBUILDER_ASSETS="$("${root}/hack/envtest-assets.sh")"
 NODE_ASSETS="$("${root}/hack/node-assets.sh")"
 # The operator scenario (test/e2e/operator) installs the charts with Helm.
 HELM="$("${root}/hack/helm.sh")"
-export KUBEBUILDER_ASSETS NODE_ASSETS HELM CAPOV_E2E=1
+# The workload clusters (test/e2e/workload) are rendered by clusterctl, as users render them.
+CLUSTERCTL="$("${root}/hack/clusterctl.sh")"
+export KUBEBUILDER_ASSETS NODE_ASSETS HELM CLUSTERCTL CAPOV_E2E=1
 
 # One directory per run: runs of the same work tree may overlap.
 mkdir -p "${root}/bin/e2e"

@@ -66,6 +66,9 @@ func NewLab(ctx context.Context, o LabOptions) (*Lab, error) {
 		{"link", "add", o.Bridge, "type", "bridge"},
 		{"addr", "add", l.Address() + "/24", "dev", o.Bridge},
 		{"link", "set", o.Bridge, "up"},
+		// The namespace's only way anywhere is the lab: programs that pick their address from
+		// the default route (kube-apiserver's advertise address) find the bridge's.
+		{"route", "replace", "default", "dev", o.Bridge},
 	} {
 		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("lab: ip %s: %w: %s", strings.Join(args, " "), err, out)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,6 +141,9 @@ func setupWorld(ctx context.Context) (*world, error) {
 		return wd, err
 	}
 	wd.mgmt = wd.stack.Mgmt.Client
+	if err := wd.mgmt.Create(ctx, harness.Namespace("capov-system")); err != nil && !apierrors.IsAlreadyExists(err) {
+		return wd, err
+	}
 	if err := wd.mgmt.Create(ctx, harness.CredentialsSecret("capov-system", credentialsName, wd.stack.SimUsername, wd.stack.SimPassword)); err != nil {
 		return wd, err
 	}
