@@ -29,6 +29,10 @@ reap() {
   for d in /sys/fs/cgroup/*/"${name}" /sys/fs/cgroup/"${name}"; do
     [[ -d "${d}" ]] && dirs+=("${d}")
   done
+  for d in /sys/fs/cgroup/*/capov-e2e-run-* /sys/fs/cgroup/capov-e2e-run-*; do
+    [[ -d "${d}" ]] || continue
+    kill -0 "${d##*capov-e2e-run-}" 2>/dev/null || dirs+=("${d}")
+  done
   for d in /sys/fs/cgroup/*/capov-guests-*; do
     [[ -d "${d}" ]] || continue
     kill -0 "${d##*capov-guests-}" 2>/dev/null || dirs+=("${d}")
@@ -60,7 +64,22 @@ if [[ "${1:-}" == "--inside" ]]; then
   dir="$1" bin="$2"
   shift 2
   cd "${dir}"
-  "${bin}" "$@" &
+  # Everything the test binary starts is born in a cgroup of this run (one hierarchy is
+  # enough to find them): processes it did not move into a tree of its own (envtest's
+  # kube-apiserver and etcd, the simulator, the managers) die with the run too, however the
+  # binary ended; then the guest trees of the simulator, now gone, are reaped.
+  run_cg=""
+  for h in /sys/fs/cgroup/pids /sys/fs/cgroup/unified /sys/fs/cgroup; do
+    if [[ -f "${h}/cgroup.procs" ]] && mkdir -p "${h}/capov-e2e-run-$$" 2>/dev/null; then
+      run_cg="${h}/capov-e2e-run-$$"
+      break
+    fi
+  done
+  if [[ -n "${run_cg}" ]]; then
+    ( echo "${BASHPID}" >"${run_cg}/cgroup.procs" && exec "${bin}" "$@" ) &
+  else
+    "${bin}" "$@" &
+  fi
   child=$!
   trap 'kill -INT "${child}" 2>/dev/null || true' INT TERM
   rc=0
@@ -68,6 +87,16 @@ if [[ "${1:-}" == "--inside" ]]; then
     wait "${child}" && rc=0 || rc=$?
     kill -0 "${child}" 2>/dev/null || break
   done
+  if [[ -n "${run_cg}" ]]; then
+    for i in $(seq 1 100); do
+      pids="$(cat "${run_cg}/cgroup.procs" 2>/dev/null)"
+      [[ -z "${pids}" ]] && break
+      # shellcheck disable=SC2086
+      kill -9 ${pids} 2>/dev/null || true
+      sleep 0.1
+    done
+    rmdir "${run_cg}" 2>/dev/null || log "could not remove cgroup ${run_cg}"
+  fi
   reap "${child}" || rc=1
   exit "${rc}"
 fi

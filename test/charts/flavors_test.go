@@ -60,6 +60,7 @@ var flavorVars = map[string]string{
 	"OVIRT_WORKER_DISK_SIZE_GB":              "120",
 	"OVIRT_NODE_STARTUP_TIMEOUT_SECONDS":     "900",
 	"OVIRT_UNHEALTHY_NODE_TIMEOUT_SECONDS":   "240",
+	"OVIRT_WORKER_MAX_UNHEALTHY":             "2",
 	"OVIRT_NODE_IP_ADDRESSES":                "10.0.1.10-10.0.1.50, 10.0.1.60",
 	"OVIRT_NODE_IP_PREFIX":                   "23",
 	"OVIRT_NODE_GATEWAY":                     "10.0.1.1",

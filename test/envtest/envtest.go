@@ -110,6 +110,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, err
 	}
 	var paths []string
+	var kubeadmCRDs []*apiextensionsv1.CustomResourceDefinition
 	ourCRDs := filepath.Join(root, "config", "crd", "bases")
 	// With webhooks, our CRDs are installed after the start (installOurCRDs) with their
 	// conversion pointing at the local webhook server: envtest itself would drop it, because
@@ -126,8 +127,10 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		}
 		paths = append(paths, filepath.Join(dir, "core", "config", "crd", "bases"))
 		if opts.WithKubeadmCRDs {
-			paths = append(paths, filepath.Join(dir, "bootstrap", "kubeadm", "config", "crd", "bases"),
-				filepath.Join(dir, "controlplane", "kubeadm", "config", "crd", "bases"))
+			if kubeadmCRDs, err = contractLabelled(filepath.Join(dir, "bootstrap", "kubeadm", "config", "crd", "bases"),
+				filepath.Join(dir, "controlplane", "kubeadm", "config", "crd", "bases")); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if opts.WithCertManagerCRDs {
@@ -148,6 +151,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		Scheme:                   scheme,
 		BinaryAssetsDirectory:    assets,
 		CRDDirectoryPaths:        paths,
+		CRDs:                     kubeadmCRDs,
 		ErrorIfCRDPathMissing:    true,
 		WebhookInstallOptions:    opts.Webhooks,
 		AttachControlPlaneOutput: opts.AttachOutput,
@@ -170,6 +174,27 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	return &Environment{Env: env, Config: cfg, Client: c, Scheme: scheme}, nil
+}
+
+// contractLabelled reads the CRDs in dirs and labels them with the Cluster API contracts their
+// versions implement, as the providers' release manifests do (their kustomizations add the
+// labels, the CRD bases lack them); Cluster API refuses to follow references to a CRD without.
+func contractLabelled(dirs ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	o := crenvtest.CRDInstallOptions{Paths: dirs, ErrorIfPathMissing: true}
+	if err := crenvtest.ReadCRDFiles(&o); err != nil {
+		return nil, fmt.Errorf("reading CRDs in %v: %w", dirs, err)
+	}
+	for _, crd := range o.CRDs {
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Name == "v1beta1" || v.Name == "v1beta2" {
+				crd.Labels["cluster.x-k8s.io/"+v.Name] = v.Name
+			}
+		}
+	}
+	return o.CRDs, nil
 }
 
 // webhooksRequested reports whether the options install webhook configurations, that is

@@ -32,8 +32,8 @@ import (
 const cgroupPrefix = "capov-guests-"
 
 // KubeletSysctls are the global sysctls the kubelet sets unless they already have these
-// values (kubelet's setupKernelTunables): a guest sees them through read-only files, so that
-// no guest changes the host's kernel.
+// values (kubelet's setupKernelTunables): a guest sees them, and nf_conntrack_max (which
+// kube-proxy sets), through files of its own, so that no guest changes the host's kernel.
 var KubeletSysctls = map[string]string{
 	"vm.overcommit_memory":      "1",
 	"vm.panic_on_oom":           "0",
@@ -41,6 +41,19 @@ var KubeletSysctls = map[string]string{
 	"kernel.panic_on_oops":      "1",
 	"kernel.keys.root_maxkeys":  "1000000",
 	"kernel.keys.root_maxbytes": "25000000",
+}
+
+// guestSysctls are the global sysctls a guest gets files of its own for: the kubelet's, and
+// nf_conntrack_max at the host's value (a guest's kernel default).
+func guestSysctls() map[string]string {
+	m := make(map[string]string, len(KubeletSysctls)+1)
+	for k, v := range KubeletSysctls {
+		m[k] = v
+	}
+	if b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max"); err == nil {
+		m["net.netfilter.nf_conntrack_max"] = strings.TrimSpace(string(b))
+	}
+	return m
 }
 
 // HostOptions configure a Host.
@@ -174,7 +187,7 @@ func (h *Host) boot(ctx context.Context, req BootRequest) (*running, error) {
 	}
 	cfg := &initd.Config{
 		VMID: req.VMID, Base: h.o.Template.Root, UsrLayers: []string{h.o.Template.Usr, "/usr"},
-		Disk: h.Disk(req.VMID), ConfigDrive: req.ConfigDrive, KernelSysctls: KubeletSysctls,
+		Disk: h.Disk(req.VMID), ConfigDrive: req.ConfigDrive, KernelSysctls: guestSysctls(),
 		StopTimeout: initd.Duration{Duration: h.o.StopTimeout},
 	}
 	for i, n := range req.NICs {

@@ -145,8 +145,15 @@ func BuildTemplate(ctx context.Context, o TemplateOptions) (*Template, error) {
 	if out, err := exec.CommandContext(ctx, "cp", "-a", "/etc", filepath.Join(t.Root, "etc")).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("copying /etc: %w: %s", err, out)
 	}
-	for _, l := range []string{"bin", "sbin", "lib", "lib64"} {
-		if err := os.Symlink("usr/"+l, filepath.Join(t.Root, l)); err != nil {
+	// Debian's merged /usr, and /var/run and /var/lock in /run (kubeadm dials containerd at
+	// /var/run/containerd/containerd.sock, containerd serves /run/containerd/containerd.sock).
+	links := map[string]string{"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64",
+		"var/run": "../run", "var/lock": "../run/lock"}
+	for l, target := range links {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(t.Root, l)), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(target, filepath.Join(t.Root, l)); err != nil {
 			return nil, err
 		}
 	}

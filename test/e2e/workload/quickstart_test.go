@@ -3,6 +3,7 @@
 package workload_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -33,6 +34,9 @@ func (wd *world) flavorVars() map[string]string {
 		"OVIRT_WORKER_MEMORY_MB":            "4096",
 		"CNI":                               "flannel",
 		"KUBEADM_IGNORE_PREFLIGHT_ERRORS":   labPreflightSkips,
+		// mhc_remediations: one worker of one may be replaced, soon after its Node is lost.
+		"OVIRT_WORKER_MAX_UNHEALTHY":           "100%",
+		"OVIRT_UNHEALTHY_NODE_TIMEOUT_SECONDS": "30",
 	}
 }
 
@@ -41,24 +45,59 @@ func (wd *world) flavorVars() map[string]string {
 // container's kernel.
 const labPreflightSkips = "[SystemVerification]"
 
-// TestQuickStart follows Cluster API's quick_start spec: a cluster of one control-plane machine
+// workloadCluster is the cluster the scenarios of TestWorkloadCluster share, in order.
+type workloadCluster struct {
+	ns, name string
+	cs       kubernetes.Interface
+}
+
+// TestWorkloadCluster builds one workload cluster from the default flavor and takes it through
+// Cluster API's end-to-end specs in turn (each a subtest named after the spec it follows):
+// quick_start, md_scale, mhc_remediations, the KCP rollout, cluster_deletion. A failed step
+// stops the ones after it (they need its result).
+func TestWorkloadCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	c := &workloadCluster{ns: "quick-start", name: "qs"}
+	for _, step := range []struct {
+		name string
+		run  func(*testing.T, context.Context, *workloadCluster)
+	}{
+		{"quick_start", testQuickStart},
+		{"md_scale", testMDScale},
+		{"mhc_remediations", testMHCRemediation},
+		{"kcp_rollout", testKCPRollout},
+		{"cluster_deletion", testClusterDeletion},
+	} {
+		start := time.Now()
+		ok := t.Run(step.name, func(t *testing.T) { step.run(t, ctx, c) })
+		logf("%s: %s in %s", step.name, map[bool]string{true: "passed", false: "FAILED"}[ok], time.Since(start).Round(time.Second))
+		if !ok {
+			w.dumpGuests(t)
+			t.FailNow()
+		}
+	}
+}
+
+// testQuickStart follows Cluster API's quick_start spec: a cluster of one control-plane machine
 // and one worker from the default flavor, rendered by clusterctl; kubeadm init and join succeed
 // on CAPOV's VMs, both Nodes become Ready with CAPOV's providerIDs (matched by the SMBIOS UUID
 // the kubelet reads), the Cluster, KubeadmControlPlane and MachineDeployment are Ready, and a
 // pod on the worker answers through the workload API server.
-func TestQuickStart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	const ns, name = "quick-start", "qs"
+func testQuickStart(t *testing.T, ctx context.Context, c *workloadCluster) {
+	ns, name := c.ns, c.name
 	if err := w.namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	crs, err := os.ReadFile(filepath.Join("testdata", "cni-flannel.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.applyYAML(ctx, ns, crs); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"cni-flannel.yaml", "lab-kube-proxy.yaml"} {
+		crs, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crs = bytes.ReplaceAll(crs, []byte("CONTROL_PLANE_ENDPOINT"), []byte(w.lb.Addr()))
+		if _, err := w.applyYAML(ctx, ns, crs); err != nil {
+			t.Fatal(err)
+		}
 	}
 	manifest, err := w.generateCluster(ctx, name, ns, "", 1, 1, w.flavorVars())
 	if err != nil {
@@ -71,11 +110,11 @@ func TestQuickStart(t *testing.T) {
 	var cs kubernetes.Interface
 	eventually(t, ctx, "the first control-plane Node is Ready", 15*time.Minute, 5*time.Second, func(ctx context.Context) error {
 		if cs == nil {
-			c, _, err := w.workloadClient(ctx, ns, name)
+			wc, _, err := w.workloadClient(ctx, ns, name)
 			if err != nil {
 				return err
 			}
-			cs = c
+			cs = wc
 		}
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
 		if err != nil {
@@ -93,6 +132,7 @@ func TestQuickStart(t *testing.T) {
 		return allNodesReady(ctx, cs, 2)
 	})
 	allReady := time.Since(start)
+	c.cs = cs
 	eventually(t, ctx, "the Cluster is Available", 10*time.Minute, 5*time.Second, w.clusterAvailable(ns, name))
 	logf("quick start: first control-plane Node Ready %s, all Nodes Ready %s after apply", firstCP.Round(time.Second), allReady.Round(time.Second))
 

@@ -172,6 +172,15 @@ func mountSys(target, stage, vmID string) error {
 	if err := unix.Mount("", class, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("making /sys/class read-only: %w", err)
 	}
+	// Kernel module parameters are the host's (kube-proxy raises nf_conntrack's hashsize when
+	// it finds it small): read-only, so that no guest changes the host's kernel.
+	module := filepath.Join(target, "module")
+	if err := bindMount(module, module); err != nil {
+		return err
+	}
+	if err := unix.Mount("", module, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("making /sys/module read-only: %w", err)
+	}
 	return unix.Unmount(stage, unix.MNT_DETACH)
 }
 
@@ -236,7 +245,10 @@ func mountCgroups(target string, hier []cgroupMount) error {
 	return nil
 }
 
-// maskSysctls puts read-only files holding the wanted values over global sysctls.
+// maskSysctls puts files of the guest's own over global sysctls (which the kernel keeps once
+// for all network namespaces, and refuses to write from any but the host's): the guest reads
+// the values given and writes its own, as a VM with its own kernel would, and nothing it
+// writes reaches the host's kernel.
 func maskSysctls(procSys, stage string, values map[string]string) error {
 	if len(values) == 0 {
 		return nil
@@ -251,16 +263,16 @@ func maskSysctls(procSys, stage string, values map[string]string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		rel := strings.ReplaceAll(k, ".", "/")
+		dst := filepath.Join(procSys, rel)
+		if _, err := os.Stat(dst); err != nil {
+			continue // not in this kernel (a module not loaded): nothing to stand for
+		}
 		f := filepath.Join(stage, strings.ReplaceAll(k, "/", "_"))
-		if err := os.WriteFile(f, []byte(values[k]+"\n"), 0o444); err != nil {
+		if err := os.WriteFile(f, []byte(values[k]+"\n"), 0o644); err != nil {
 			return err
 		}
-		dst := filepath.Join(procSys, rel)
 		if err := unix.Mount(f, dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("masking %s: %w", k, err)
-		}
-		if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
-			return fmt.Errorf("masking %s read-only: %w", k, err)
 		}
 	}
 	return nil
