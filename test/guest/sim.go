@@ -19,12 +19,17 @@ type SimRuntime struct {
 	sim  *ovirtsim.Simulator
 	runs map[string]int                       // the run of each VM's guest
 	ifs  map[string][]ovirtsim.GuestInterface // the agent's last report per VM
-	stop chan struct{}
+	// quiet marks the VMs whose running guest the simulator itself ends (a reboot, a
+	// power-off, a removal): that end is not news to the simulator, and reporting it late
+	// could stop the VM's next boot.
+	quiet map[string]bool
+	stop      chan struct{}
 }
 
 // NewSimRuntime makes the Host of o and a runtime around it; Attach gives it the simulator.
 func NewSimRuntime(o HostOptions) (*SimRuntime, error) {
-	r := &SimRuntime{runs: map[string]int{}, ifs: map[string][]ovirtsim.GuestInterface{}, stop: make(chan struct{})}
+	r := &SimRuntime{runs: map[string]int{}, ifs: map[string][]ovirtsim.GuestInterface{}, quiet: map[string]bool{},
+		stop: make(chan struct{})}
 	o.OnExit = r.exited
 	h, err := NewHost(o)
 	if err != nil {
@@ -61,6 +66,28 @@ func (r *SimRuntime) Boot(req ovirtsim.GuestBoot) error {
 	return r.host.Boot(ctx, BootRequest{VMID: req.VMID, NICs: nics, ConfigDrive: req.ConfigDrive})
 }
 
+// Reboot implements ovirtsim.GuestRuntime: the guest gets a clean shutdown (its stop
+// timeout, then a power-off), and boots again from the same disk with the same drive; the
+// end of the old boot is not reported as the VM's exit.
+func (r *SimRuntime) Reboot(req ovirtsim.GuestBoot) error {
+	if r.quieten(req.VMID) {
+		r.host.Shutdown(req.VMID, 2*r.host.o.StopTimeout+10*time.Second)
+	}
+	return r.Boot(req)
+}
+
+// quieten marks the end of the VM's running guest as the simulator's own; false when no
+// guest runs.
+func (r *SimRuntime) quieten(vmID string) bool {
+	if !r.host.Running(vmID) {
+		return false
+	}
+	r.mu.Lock()
+	r.quiet[vmID] = true
+	r.mu.Unlock()
+	return true
+}
+
 // Shutdown implements ovirtsim.GuestRuntime: the guest gets the power button and its stop
 // timeout; one that is still up after twice that is powered off.
 func (r *SimRuntime) Shutdown(vmID string) {
@@ -68,10 +95,15 @@ func (r *SimRuntime) Shutdown(vmID string) {
 }
 
 // PowerOff implements ovirtsim.GuestRuntime.
-func (r *SimRuntime) PowerOff(vmID string) { r.host.PowerOff(vmID) }
+func (r *SimRuntime) PowerOff(vmID string) {
+	if r.quieten(vmID) {
+		r.host.PowerOff(vmID)
+	}
+}
 
 // Remove implements ovirtsim.GuestRuntime.
 func (r *SimRuntime) Remove(vmID string) {
+	r.quieten(vmID)
 	if err := r.host.Remove(vmID); err != nil {
 		r.host.logf("removing the disk of VM %s: %v", vmID, err)
 	}
@@ -97,6 +129,11 @@ func (r *SimRuntime) Close() {
 // exited tells the simulator that a guest ended.
 func (r *SimRuntime) exited(vmID string, err error) {
 	r.mu.Lock()
+	if r.quiet[vmID] {
+		delete(r.quiet, vmID)
+		r.mu.Unlock()
+		return
+	}
 	sim, run := r.sim, r.runs[vmID]
 	delete(r.ifs, vmID)
 	r.mu.Unlock()

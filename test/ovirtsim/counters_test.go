@@ -59,7 +59,10 @@ func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	sim := startSim(t, func(b *ovirtsim.Builder) {
-		b.WithLatency(ovirtsim.LatencyRule{Path: "/clusters", Min: 300 * time.Millisecond})
+		// Each request is held long enough for all six to arrive, whatever the load: the
+		// first is answered only after the deadline by which the sixth must have come (a
+		// TLS handshake each, on two busy cores under -race; 300 ms was once too short).
+		b.WithLatency(ovirtsim.LatencyRule{Path: "/clusters", Min: 3 * time.Second})
 	})
 	conn := connect(t, sim)
 	var wg sync.WaitGroup

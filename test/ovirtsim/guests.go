@@ -18,6 +18,10 @@ type GuestRuntime interface {
 	// Shutdown asks the guest to power off (ACPI) and returns at once; the runtime calls
 	// Simulator.GuestExited when it has.
 	Shutdown(vmID string)
+	// Reboot restarts the guest of a running VM (its qemu process stays: the disk and the
+	// config drive of the run stay attached) and returns when the new boot has started; the
+	// old boot's end is not an exit of the VM.
+	Reboot(req GuestBoot) error
 	// PowerOff kills the guest and returns when it is gone.
 	PowerOff(vmID string)
 	// Remove kills the guest if it runs and wipes the VM's disk.
@@ -51,6 +55,7 @@ const (
 	guestShutdown
 	guestPowerOff
 	guestRemove
+	guestReboot
 )
 
 type guestOp struct {
@@ -110,6 +115,11 @@ func (q *guestQueue) run() {
 					log.Printf("ovirtsim: booting the guest of VM %s: %v", op.boot.VMID, err)
 					q.onErr(op.boot.VMID, op.boot.Run, err)
 				}
+			case guestReboot:
+				if err := q.rt.Reboot(op.boot); err != nil {
+					log.Printf("ovirtsim: rebooting the guest of VM %s: %v", op.boot.VMID, err)
+					q.onErr(op.boot.VMID, op.boot.Run, err)
+				}
 			case guestShutdown:
 				q.rt.Shutdown(op.boot.VMID)
 			case guestPowerOff:
@@ -154,25 +164,39 @@ func (s *Simulator) GuestExited(vmID string, run int, err error) {
 }
 
 // bootGuest queues the boot of v's guest for a start at now; firstRun attaches the config
-// drive of v's initialization.
+// drive of v's initialization (for the whole run: a reboot keeps it).
 func (inv *inventory) bootGuest(v *vm, firstRun bool) {
 	if inv.guests == nil {
 		return
 	}
+	v.runDrive = nil
+	if firstRun && v.init != nil {
+		v.runDrive = map[string]string{}
+		for _, f := range v.init.ConfigDrive() {
+			v.runDrive[f.Path] = f.Data
+		}
+	}
+	inv.guests.enqueue(guestOp{kind: guestBoot, boot: inv.nextBoot(v)})
+}
+
+// rebootGuest queues the reboot of v's guest: a new boot of the same run's disk and drive.
+func (inv *inventory) rebootGuest(v *vm) {
+	if inv.guests == nil {
+		return
+	}
+	inv.guests.enqueue(guestOp{kind: guestReboot, boot: inv.nextBoot(v)})
+}
+
+// nextBoot numbers a new boot of v's guest.
+func (inv *inventory) nextBoot(v *vm) GuestBoot {
 	v.guestRun++
-	b := GuestBoot{VMID: v.id, Run: v.guestRun}
+	b := GuestBoot{VMID: v.id, Run: v.guestRun, ConfigDrive: v.runDrive}
 	for _, n := range v.nics {
 		if n.plugged {
 			b.MACs = append(b.MACs, n.mac)
 		}
 	}
-	if firstRun && v.init != nil {
-		b.ConfigDrive = map[string]string{}
-		for _, f := range v.init.ConfigDrive() {
-			b.ConfigDrive[f.Path] = f.Data
-		}
-	}
-	inv.guests.enqueue(guestOp{kind: guestBoot, boot: b})
+	return b
 }
 
 // guestOp queues a shutdown, power-off or removal of v's guest.

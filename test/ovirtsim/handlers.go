@@ -59,6 +59,7 @@ func apiRoutes() []route {
 		newRoute("POST", "/vms/{id}/start", hStart),
 		newRoute("POST", "/vms/{id}/stop", hStop),
 		newRoute("POST", "/vms/{id}/shutdown", hShutdown),
+		newRoute("POST", "/vms/{id}/reboot", hReboot),
 		newRoute("GET", "/vms/{id}/diskattachments", hAttachments),
 		newRoute("POST", "/vms/{id}/diskattachments", hAddAttachment),
 		newRoute("GET", "/vms/{id}/diskattachments/{id}", hAttachment),
@@ -1332,6 +1333,13 @@ func hShutdown(s *Simulator, rq *apiReq) {
 	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
 		aerr, end := s.inv.shutdownVM(v, now, tm)
 		return aerr, "Shutting down VM " + v.name, end
+	})
+}
+
+func hReboot(s *Simulator, rq *apiReq) {
+	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+		aerr, end := s.inv.rebootVM(v, now, tm)
+		return aerr, "Rebooting VM " + v.name, end
 	})
 }
 

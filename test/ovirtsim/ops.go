@@ -643,6 +643,24 @@ func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, t
 	return nil, now
 }
 
+// rebootVM reboots a VM that is up or powering up (RebootVmCommand.validate: any other status
+// is ACTION_TYPE_FAILED_VM_STATUS_ILLEGAL): reboot_in_progress while the guest restarts, then
+// up again, on the same host, in the same run (no new payload: the run's config drive stays).
+func (inv *inventory) rebootVM(v *vm, now time.Time, tm Timings) (*apiError, time.Time) {
+	const action = "reboot VM"
+	if aerr := vmLocked(v, now, action); aerr != nil {
+		return aerr, now
+	}
+	switch st := v.status(now); st {
+	case "up", "powering_up":
+	default:
+		return cannot(409, action, "VM is not running."), now
+	}
+	v.power, v.phaseAt, v.rb = phaseRebooting, now, tm.PoweringDown+tm.PoweringUp
+	inv.rebootGuest(v)
+	return nil, now.Add(v.rb)
+}
+
 // diskEdit carries the editable disk fields; nil means unchanged.
 type diskEdit struct {
 	alias     *string

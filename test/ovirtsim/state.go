@@ -137,7 +137,8 @@ const (
 	phaseDown powerPhase = iota
 	phaseStarting
 	phaseStopping
-	phaseRefusing // a guest that ignores ACPI: powering_down, then up again
+	phaseRefusing  // a guest that ignores ACPI: powering_down, then up again
+	phaseRebooting // reboot_in_progress for rb, then up
 )
 
 type vm struct {
@@ -165,14 +166,16 @@ type vm struct {
 	power                powerPhase
 	phaseAt              time.Time
 	wfl, pu, pd, gaDelay time.Duration
+	rb                   time.Duration // with phaseRebooting: how long reboot_in_progress lasts
 	startTime, stopTime  time.Time
-	noAgent              bool      // no guest agent (template or SetVMGuestAgent)
-	ignoresACPI          bool      // the guest ignores ACPI shutdown requests
-	upAt                 time.Time // with phaseRefusing: when the VM first came up
-	host                 *host     // where the VM runs or last ran (see runningOn)
-	ha                   bool      // high_availability.enabled (VmBase.autoStartup)
-	guestRun             int       // numbers the power-ons of a real guest (guests.go)
-	haPriority           int64     // high_availability.priority
+	noAgent              bool              // no guest agent (template or SetVMGuestAgent)
+	ignoresACPI          bool              // the guest ignores ACPI shutdown requests
+	upAt                 time.Time         // with phaseRefusing: when the VM first came up
+	host                 *host             // where the VM runs or last ran (see runningOn)
+	ha                   bool              // high_availability.enabled (VmBase.autoStartup)
+	guestRun             int               // numbers the boots of a real guest (guests.go)
+	runDrive             map[string]string // the config drive attached for this run (real guests)
+	haPriority           int64             // high_availability.priority
 }
 
 // running reports whether the engine counts the VM as running on its host
@@ -215,6 +218,11 @@ func (v *vm) status(now time.Time) string {
 			return "powering_down"
 		}
 		return "up"
+	case phaseRebooting:
+		if now.Sub(v.phaseAt) < v.rb {
+			return "reboot_in_progress"
+		}
+		return "up"
 	}
 	return "down"
 }
@@ -226,6 +234,9 @@ func (v *vm) upSince(now time.Time) (time.Time, bool) {
 	}
 	if v.power == phaseRefusing {
 		return v.upAt, true
+	}
+	if v.power == phaseRebooting {
+		return v.phaseAt.Add(v.rb), true
 	}
 	return v.phaseAt.Add(v.wfl + v.pu), true
 }

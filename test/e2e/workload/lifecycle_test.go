@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	ovirtsdk "github.com/ovirt/go-ovirt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -344,5 +345,101 @@ func testClusterDeletion(t *testing.T, ctx context.Context, c *workloadCluster) 
 		if fi, err := os.Stat(tr); err == nil && fi.IsDir() {
 			t.Errorf("guest cgroup left after the cluster was deleted: %s", tr)
 		}
+	}
+}
+
+// ovirtVM is the Engine API's service of a VM, reached as an operator's script reaches it.
+func (wd *world) ovirtVM(t *testing.T, id string) *ovirtsdk.VmService {
+	t.Helper()
+	conn, err := ovirtsdk.NewConnectionBuilder().URL(wd.stack.SimURL).Username(wd.stack.SimUsername).
+		Password(wd.stack.SimPassword).CACert(wd.stack.SimCAPEM).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn.SystemService().VmsService().VmService(id)
+}
+
+// powerOns counts the boots of a VM's guest (its console log marks each).
+func (wd *world) powerOns(id string) int {
+	b, _ := os.ReadFile(filepath.Join(wd.vmsDir, id, "console.log"))
+	return strings.Count(string(b), "=== power on ")
+}
+
+// machineNames lists the cluster's Machines by name and providerID.
+func (wd *world) machineNames(ctx context.Context, ns, name string) (map[string]string, error) {
+	ms, err := wd.machines(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range ms {
+		out[m.Name] = m.Spec.ProviderID
+	}
+	return out, nil
+}
+
+// testReboot: a worker rebooted through the Engine, and one stopped through the Engine (CAPOV
+// starts it again), comes back as the same Node with no new Machine, its kubelet renewing the
+// Node's lease after the new boot, and kubeadm join has run once (cloud-init's instance did not
+// change: nothing that must run once runs again).
+func testReboot(t *testing.T, ctx context.Context, c *workloadCluster) {
+	ws, err := w.workers(ctx, c.ns, c.name)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("want one worker: %v, %v", ws, err)
+	}
+	m := ws[0]
+	id, nodeName := vmID(&m), m.Status.NodeRef.Name
+	before, err := w.machineNames(ctx, c.ns, c.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := w.ovirtVM(t, id)
+	for _, how := range []struct {
+		name string
+		do   func() error
+	}{
+		{"rebooted through the Engine", func() error { _, err := vm.Reboot().Send(); return err }},
+		{"stopped through the Engine", func() error { _, err := vm.Stop().Send(); return err }},
+	} {
+		boots := w.powerOns(id)
+		if err := how.do(); err != nil {
+			t.Fatalf("%s: %v", how.name, err)
+		}
+		var booted time.Time
+		eventually(t, ctx, "the worker's guest "+how.name+" booted again", 5*time.Minute, 2*time.Second, func(context.Context) error {
+			if n := w.powerOns(id); n != boots+1 {
+				return fmt.Errorf("%d boots, want %d", n, boots+1)
+			}
+			booted = time.Now()
+			return nil
+		})
+		eventually(t, ctx, "the same Node is back after the worker was "+how.name, 5*time.Minute, 3*time.Second, func(ctx context.Context) error {
+			lease, err := c.cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if lease.Spec.RenewTime == nil || !lease.Spec.RenewTime.After(booted) {
+				return fmt.Errorf("Node %s's lease not renewed since the new boot (%v)", nodeName, lease.Spec.RenewTime)
+			}
+			if err := w.converged(c.ns, c.name, c.cs, 1, 1)(ctx); err != nil {
+				return err
+			}
+			after, err := w.machineNames(ctx, c.ns, c.name)
+			if err != nil {
+				return err
+			}
+			if fmt.Sprint(after) != fmt.Sprint(before) {
+				return fmt.Errorf("the Machines changed: %v, were %v", after, before)
+			}
+			return nil
+		})
+	}
+	out, err := os.ReadFile(filepath.Join(w.vmsDir, id, "disk", "root-upper", "var", "log", "cloud-init-output.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "This node has joined the cluster"); n != 1 {
+		t.Errorf("kubeadm join ran %d times on the worker, want once", n)
 	}
 }
