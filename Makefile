@@ -62,8 +62,12 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: envtest ## Run the whole provider locally (control planes, oVirt simulator, webhook, manager, CAPI) until Ctrl-C.
+demo: envtest ## Run the whole provider locally (control planes, oVirt simulator, webhook, manager, CAPI) until Ctrl-C; DEMO_REAL_NODES=1 (root) runs its cluster on real guests.
+ifneq ($(DEMO_REAL_NODES),)
+	CAPOV_KEEP_LOGS=1 hack/e2e.sh ./test/e2e/workload -run '^TestDemoRealNodes$$' -v -timeout 24h
+else
 	go run ./test/demo/cmd/demo
+endif
 
 .PHONY: test
 test: ## Everything CI runs: verify, lint, chart lint, all tests (unit, simulator, integration, conformance, charts, bench smoke, chaos short run), short unguided fuzz runs; prints each phase's time.

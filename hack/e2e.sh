@@ -22,6 +22,15 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "e2e: $*" >&2; }
 
+# alive <pid>: the process exists and is not a zombie (a killed process whose parent is gone
+# stays a zombie until init reaps it, and kill -0 still finds it).
+alive() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  stat="${stat##*) }"
+  [[ "${stat:0:1}" != Z ]]
+}
+
 # reap <pid>: kill what is left in the cgroup subtree of the test process <pid>, and in the
 # guest trees (capov-guests-<pid>, test/guest) of processes that are gone, then remove them.
 reap() {
@@ -31,11 +40,11 @@ reap() {
   done
   for d in /sys/fs/cgroup/*/capov-e2e-run-* /sys/fs/cgroup/capov-e2e-run-*; do
     [[ -d "${d}" ]] || continue
-    kill -0 "${d##*capov-e2e-run-}" 2>/dev/null || dirs+=("${d}")
+    alive "${d##*capov-e2e-run-}" || dirs+=("${d}")
   done
   for d in /sys/fs/cgroup/*/capov-guests-*; do
     [[ -d "${d}" ]] || continue
-    kill -0 "${d##*capov-guests-}" 2>/dev/null || dirs+=("${d}")
+    alive "${d##*capov-guests-}" || dirs+=("${d}")
   done
   [[ ${#dirs[@]} -eq 0 ]] && return 0
   log "removing what the test left in cgroup ${name}"

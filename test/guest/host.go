@@ -460,6 +460,18 @@ func (c *cgroup) remove() {
 	}
 }
 
+// alive reports whether a process exists and is not a zombie (a killed owner whose parent is
+// gone stays a zombie until init reaps it).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ") ")
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
 // removeStaleCgroups kills what runs in the guest trees of processes that are gone and removes
 // those trees.
 func removeStaleCgroups() error {
@@ -467,7 +479,7 @@ func removeStaleCgroups() error {
 		trees, _ := filepath.Glob(filepath.Join(m, cgroupPrefix+"*"))
 		for _, t := range trees {
 			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(t), cgroupPrefix))
-			if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			if err != nil || pid == os.Getpid() || alive(pid) {
 				continue
 			}
 			c := &cgroup{dirs: []string{t}}

@@ -379,8 +379,8 @@ func (wd *world) machineNames(ctx context.Context, ns, name string) (map[string]
 	return out, nil
 }
 
-// testReboot: a worker rebooted through the Engine, and one stopped through the Engine (CAPOV
-// starts it again), comes back as the same Node with no new Machine, its kubelet renewing the
+// testReboot: a worker rebooted through the Engine, and one stopped and started through the
+// Engine, comes back as the same Node with no new Machine, its kubelet renewing the
 // Node's lease after the new boot, and kubeadm join has run once (cloud-init's instance did not
 // change: nothing that must run once runs again).
 func testReboot(t *testing.T, ctx context.Context, c *workloadCluster) {
@@ -400,7 +400,27 @@ func testReboot(t *testing.T, ctx context.Context, c *workloadCluster) {
 		do   func() error
 	}{
 		{"rebooted through the Engine", func() error { _, err := vm.Reboot().Send(); return err }},
-		{"stopped through the Engine", func() error { _, err := vm.Stop().Send(); return err }},
+		{"stopped and started through the Engine", func() error {
+			if _, err := vm.Stop().Send(); err != nil {
+				return err
+			}
+			deadline := time.Now().Add(time.Minute)
+			for {
+				r, err := vm.Get().Send()
+				if err != nil {
+					return err
+				}
+				if r.MustVm().MustStatus() == ovirtsdk.VMSTATUS_DOWN {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("VM %s is still %s a minute after the stop", id, r.MustVm().MustStatus())
+				}
+				time.Sleep(time.Second)
+			}
+			_, err := vm.Start().Send()
+			return err
+		}},
 	} {
 		boots := w.powerOns(id)
 		if err := how.do(); err != nil {
@@ -442,4 +462,27 @@ func testReboot(t *testing.T, ctx context.Context, c *workloadCluster) {
 	if n := strings.Count(string(out), "This node has joined the cluster"); n != 1 {
 		t.Errorf("kubeadm join ran %d times on the worker, want once", n)
 	}
+}
+
+// guestMemory is the memory a guest's cgroup holds (cgroup v1 memory.stat: total_rss and
+// total_cache), in MiB, for the numbers of docs/benchmarks.md.
+func guestMemory(id string) (rss, cache int) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory", "capov-guests-*", id, "memory.stat"))
+	if len(dirs) == 0 {
+		return -1, -1
+	}
+	b, err := os.ReadFile(dirs[0])
+	if err != nil {
+		return -1, -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		var v int
+		if _, err := fmt.Sscanf(l, "total_rss %d", &v); err == nil {
+			rss = v >> 20
+		}
+		if _, err := fmt.Sscanf(l, "total_cache %d", &v); err == nil {
+			cache = v >> 20
+		}
+	}
+	return rss, cache
 }

@@ -5,6 +5,7 @@ package workload_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,6 +104,10 @@ func setupWorld(ctx context.Context) (*world, error) {
 	if err != nil {
 		return wd, err
 	}
+	app, err := appImage(ctx, root, filepath.Join(work, "images"))
+	if err != nil {
+		return wd, err
+	}
 	flannel, err := guest.FlannelImage(filepath.Join(work, "images"), find)
 	if err != nil {
 		return wd, err
@@ -124,14 +129,24 @@ func setupWorld(ctx context.Context) (*world, error) {
 	tplDir := filepath.Join(work, "template")
 	if _, err := guest.BuildTemplate(ctx, guest.TemplateOptions{
 		Dir: tplDir, Kubelet: kubelet, Kubeadm: kubeadm, GuestInit: initBin,
-		Images: append(images, flannel), Nameserver: wd.lab.Address(),
+		Images: append(images, flannel, app), Nameserver: wd.lab.Address(),
 	}); err != nil {
 		return wd, err
 	}
 	logf("guest images and template built in %s", time.Since(start).Round(time.Second))
 
+	var out io.Writer = os.Stdout
+	if os.Getenv("DEMO_REAL_NODES") != "" {
+		// The demo prints its own progress; the processes' logs go to a file.
+		f, err := os.Create(filepath.Join(work, "processes.log"))
+		if err != nil {
+			return wd, err
+		}
+		logf("the processes' logs: %s", f.Name())
+		out = f
+	}
 	wd.stack, err = harness.StartStack(ctx, harness.StackOptions{
-		WorkDir: filepath.Join(work, "stack"), Out: os.Stdout, Seed: labSeed(), Log: wd.log,
+		WorkDir: filepath.Join(work, "stack"), Out: out, Seed: labSeed(), Log: wd.log,
 		SimulatorAsProcess: true, RealGuests: true, KubeadmProviders: true,
 		SimulatorArgs: []string{"--guests-dir=" + wd.vmsDir, "--guest-template=" + tplDir,
 			"--guest-init=" + initBin, "--guest-bridge=" + wd.lab.Bridge()},
@@ -155,6 +170,23 @@ func setupWorld(ctx context.Context) (*world, error) {
 	}
 	logf("world ready in %s", time.Since(start).Round(time.Second))
 	return wd, nil
+}
+
+// appImageRef is the workload the scenarios run in the clusters: e2eapp (test/e2e/node's
+// smoke-test program: an HTTP server and a client with retries), preloaded like kubeadm's images.
+const appImageRef = "e2e.local/e2eapp:v1"
+
+// appImage builds e2eapp for this machine and writes its image archive into dir.
+func appImage(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "e2eapp")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/e2e/node/internal/e2eapp")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building e2eapp: %w: %s", err, out)
+	}
+	archive := filepath.Join(dir, "e2eapp.tar")
+	return archive, guest.WriteImage(archive, guest.ImageSpec{Ref: appImageRef, Files: map[string]string{"/e2eapp": bin},
+		Entrypoint: []string{"/e2eapp"}, User: "65532:65532"})
 }
 
 // labSeed is the oVirt inventory of the lab: one cluster of three hosts on the lab network, the

@@ -14,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/capov/capov/test/guest"
 )
 
 // testSSHKey is the public key the flavors' OVIRT_SSH_AUTHORIZED_KEY asks for (nobody logs in).
@@ -35,7 +33,7 @@ func (wd *world) flavorVars() map[string]string {
 		"KUBEADM_IGNORE_PREFLIGHT_ERRORS":   labPreflightSkips,
 		// mhc_remediations: one worker of one may be replaced, soon after its Node is lost.
 		"OVIRT_WORKER_MAX_UNHEALTHY":           "100%",
-		"OVIRT_UNHEALTHY_NODE_TIMEOUT_SECONDS": "30",
+		"OVIRT_UNHEALTHY_NODE_TIMEOUT_SECONDS": "60",
 	}
 }
 
@@ -166,42 +164,97 @@ func testQuickStart(t *testing.T, ctx context.Context, c *workloadCluster) {
 		}
 	}
 
-	// A pod on the worker, its output read through the workload API server (the kubelet serves
-	// the logs).
-	worker := ""
+	// A server pod on the worker, behind a Service; a client pod on the control-plane node
+	// reaches it by the Service's DNS name: CoreDNS, kube-proxy's Service rules and flannel's
+	// overlay between the two Nodes. Both outputs are read through the workload API server
+	// (the kubelets serve the logs).
+	worker, cp := "", ""
 	for _, n := range nodes.Items {
-		if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; !cp {
+		if _, isCP := n.Labels["node-role.kubernetes.io/control-plane"]; isCP {
+			cp = n.Name
+		} else {
 			worker = n.Name
 		}
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			NodeName: worker, RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:" + guest.EtcdImageTag,
-				ImagePullPolicy: corev1.PullNever, Command: []string{"etcd", "--version"}}},
-		},
+	for _, m := range machines {
+		rss, cache := guestMemory(vmID(&m))
+		logf("memory of the guest of %s: %d MiB resident, %d MiB page cache", m.Name, rss, cache)
 	}
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := runAcrossNodes(ctx, cs, worker, cp); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the pod on the worker answered", 5*time.Minute, 3*time.Second, func(ctx context.Context) error {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != corev1.PodSucceeded {
-			return fmt.Errorf("pod hello is %s", p.Status.Phase)
-		}
-		logs, err := cs.CoreV1().Pods("default").GetLogs("hello", &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(logs), "etcd Version: 3.6.8") {
-			return fmt.Errorf("pod hello printed %q", logs)
-		}
-		return nil
+	eventually(t, ctx, "a pod on the control-plane node reached a pod on the worker", 5*time.Minute, 3*time.Second, func(ctx context.Context) error {
+		return podsTalked(ctx, cs)
 	})
+}
+
+// runAcrossNodes starts e2eapp's server on one Node behind the Service "echo", and its client
+// on another.
+func runAcrossNodes(ctx context.Context, cs kubernetes.Interface, serverNode, clientNode string) error {
+	labels := map[string]string{"app": "echo"}
+	tolerate := []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	objs := []func() error{
+		func() error {
+			_, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "echo-server", Namespace: "default", Labels: labels},
+				Spec: corev1.PodSpec{NodeName: serverNode, Hostname: "echo-server", Containers: []corev1.Container{{
+					Name: "serve", Image: appImageRef, ImagePullPolicy: corev1.PullNever,
+					Args:  []string{"serve", "-addr", ":8080", "-secret", "/etc/hostname"},
+					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				}}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default"},
+				Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 8080}}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "echo-client", Namespace: "default"},
+				Spec: corev1.PodSpec{NodeName: clientNode, RestartPolicy: corev1.RestartPolicyOnFailure, Tolerations: tolerate,
+					Containers: []corev1.Container{{Name: "get", Image: appImageRef, ImagePullPolicy: corev1.PullNever,
+						Args: []string{"get", "http://echo.default.svc.cluster.local:8080/"}}}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, create := range objs {
+		if err := create(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podsTalked checks that the client printed the server's answer and the server logged its
+// start, both read through the API server.
+func podsTalked(ctx context.Context, cs kubernetes.Interface) error {
+	p, err := cs.CoreV1().Pods("default").Get(ctx, "echo-client", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if p.Status.Phase != corev1.PodSucceeded {
+		return fmt.Errorf("pod echo-client is %s", p.Status.Phase)
+	}
+	out, err := cs.CoreV1().Pods("default").GetLogs("echo-client", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(out), "host=echo-server") {
+		return fmt.Errorf("echo-client printed %q", out)
+	}
+	out, err = cs.CoreV1().Pods("default").GetLogs("echo-server", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(out), "serving on :8080") {
+		return fmt.Errorf("echo-server printed %q", out)
+	}
+	return nil
 }
 
 // labKubeProxy makes kube-proxy leave net.netfilter.nf_conntrack_max alone, as an operator
