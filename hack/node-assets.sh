@@ -38,7 +38,10 @@ if [[ -n "${NODE_ASSETS:-}" ]] && complete "${NODE_ASSETS}"; then
   echo "${NODE_ASSETS}"
   exit 0
 fi
-entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}-flannel-${FLANNEL_VERSION}"
+# COREDNS_PLUGINS names the plugin set below: change it with the set, so that cached binaries
+# built with another set are not reused.
+COREDNS_PLUGINS=kubeadm
+entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}-${COREDNS_PLUGINS}-flannel-${FLANNEL_VERSION}"
 out="${root}/bin/${entry}"
 if complete "${out}" || { cache_restore "${entry}" && complete "${out}"; }; then
   cache_save "${entry}"
@@ -97,20 +100,26 @@ build_coredns() {
   local d="${work}/coredns"
   mkdir -p "${d}"
   # Only the plugins of a cluster DNS (the upstream main links every plugin, clouds included,
-  # which triples the download and the build). The order of the plugins in a server block is
-  # fixed by CoreDNS itself (core/dnsserver), not by these imports.
+  # which triples the download and the build): those of the Corefile kubeadm deploys (errors,
+  # health, ready, kubernetes, prometheus, forward, cache, loop, reload, loadbalance) and log.
+  # The order of the plugins in a server block is fixed by CoreDNS itself (core/dnsserver),
+  # not by these imports.
   cat >"${d}/main.go" <<'GO'
-// Command coredns is CoreDNS with the plugins the e2e cluster DNS uses.
+// Command coredns is CoreDNS with the plugins of kubeadm's Corefile.
 package main
 
 import (
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/loop"
+	_ "github.com/coredns/coredns/plugin/metrics"
 	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/reload"
 
 	"github.com/coredns/coredns/coremain"
 )
