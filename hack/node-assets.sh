@@ -22,7 +22,9 @@ COREDNS_VERSION="${COREDNS_VERSION:-1.14.2}"
 # its successor, flannel-io/cni-plugin).
 FLANNEL_VERSION="${FLANNEL_VERSION:-0.28.10}"
 CNI_PLUGINS_FLANNEL_VERSION=0.9.1
-BINARIES=(kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy coredns pause flanneld flannel)
+# kube-vip at the version the kube-vip flavors default to (KUBE_VIP_VERSION there).
+KUBE_VIP_VERSION="${KUBE_VIP_VERSION:-0.9.2}"
+BINARIES=(kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy coredns pause flanneld flannel kube-vip)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/cache.sh
@@ -41,7 +43,7 @@ fi
 # COREDNS_PLUGINS names the plugin set below: change it with the set, so that cached binaries
 # built with another set are not reused.
 COREDNS_PLUGINS=kubeadm
-entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}-${COREDNS_PLUGINS}-flannel-${FLANNEL_VERSION}"
+entry="node/k8s-${K8S_VERSION}-coredns-${COREDNS_VERSION}-${COREDNS_PLUGINS}-flannel-${FLANNEL_VERSION}-kube-vip-${KUBE_VIP_VERSION}"
 out="${root}/bin/${entry}"
 if complete "${out}" || { cache_restore "${entry}" && complete "${out}"; }; then
   cache_save "${entry}"
@@ -174,10 +176,20 @@ build_flannel() {
   build "${p}" flannel github.com/containernetworking/plugins/plugins/meta/flannel
 }
 
+build_kube_vip() {
+  [[ -x "${out}/kube-vip" ]] && return 0
+  local d="${work}/kube-vip"
+  mkdir -p "${d}"
+  (cd "${d}" && go mod init capov.local/node-kube-vip >/dev/null 2>&1 &&
+    go get "github.com/kube-vip/kube-vip@v${KUBE_VIP_VERSION}" >&2)
+  build "${d}" kube-vip github.com/kube-vip/kube-vip
+}
+
 build_pause
 build_kubernetes
 build_coredns
 build_flannel
+build_kube_vip
 complete "${out}" || { log "some binaries are missing in ${out}"; exit 1; }
 cache_save "${entry}"
 echo "${out}"

@@ -42,6 +42,9 @@ type Lab struct {
 // balancer for their API servers listens.
 func (l *Lab) Address() string { return l.o.Prefix + ".1" }
 
+// Prefix is the lab network's first three octets ("10.77.0").
+func (l *Lab) Prefix() string { return l.o.Prefix }
+
 // Bridge is the bridge's name.
 func (l *Lab) Bridge() string { return l.o.Bridge }
 

@@ -23,7 +23,7 @@ type SimRuntime struct {
 	// power-off, a removal): that end is not news to the simulator, and reporting it late
 	// could stop the VM's next boot.
 	quiet map[string]bool
-	stop      chan struct{}
+	stop  chan struct{}
 }
 
 // NewSimRuntime makes the Host of o and a runtime around it; Attach gives it the simulator.

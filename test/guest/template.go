@@ -67,8 +67,12 @@ ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 `
 	// The hosts of this project run cgroup v1 with the cgroupfs driver (no systemd in the
-	// guests): the kubelet is told so here, as a template for such hosts would.
-	defaultKubelet = `KUBELET_EXTRA_ARGS="--fail-cgroupv1=false --cgroup-driver=cgroupfs"
+	// guests): the kubelet is told so here, as a template for such hosts would. The guests'
+	// disks are directories of the lab host's file system, which a VM would not share: the
+	// kubelet's default eviction thresholds (nodefs 10 %, imagefs 15 % free) would read the
+	// host's usage (a host with 14 % free put every guest under DiskPressure), so they are
+	// absolute sizes here.
+	defaultKubelet = `KUBELET_EXTRA_ARGS="--fail-cgroupv1=false --cgroup-driver=cgroupfs --eviction-hard=memory.available<100Mi,nodefs.available<2Gi,imagefs.available<2Gi"
 `
 	containerdConfig = `version = 2
 

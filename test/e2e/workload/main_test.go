@@ -108,6 +108,15 @@ func setupWorld(ctx context.Context) (*world, error) {
 	if err != nil {
 		return wd, err
 	}
+	kubeVIP, err := find("kube-vip")
+	if err != nil {
+		return wd, err
+	}
+	vip := filepath.Join(work, "images", "kube-vip.tar")
+	if err := guest.WriteImage(vip, guest.ImageSpec{Ref: kubeVIPImageRef, Files: map[string]string{"/kube-vip": kubeVIP},
+		Entrypoint: []string{"/kube-vip"}}); err != nil {
+		return wd, err
+	}
 	flannel, err := guest.FlannelImage(filepath.Join(work, "images"), find)
 	if err != nil {
 		return wd, err
@@ -129,7 +138,7 @@ func setupWorld(ctx context.Context) (*world, error) {
 	tplDir := filepath.Join(work, "template")
 	if _, err := guest.BuildTemplate(ctx, guest.TemplateOptions{
 		Dir: tplDir, Kubelet: kubelet, Kubeadm: kubeadm, GuestInit: initBin,
-		Images: append(images, flannel, app), Nameserver: wd.lab.Address(),
+		Images: append(images, flannel, app, vip), Nameserver: wd.lab.Address(),
 	}); err != nil {
 		return wd, err
 	}
@@ -175,6 +184,10 @@ func setupWorld(ctx context.Context) (*world, error) {
 // appImageRef is the workload the scenarios run in the clusters: e2eapp (test/e2e/node's
 // smoke-test program: an HTTP server and a client with retries), preloaded like kubeadm's images.
 const appImageRef = "e2e.local/e2eapp:v1"
+
+// kubeVIPImageRef is the image the kube-vip flavors run by default (KUBE_VIP_IMAGE,
+// KUBE_VIP_VERSION), built from kube-vip's module (hack/node-assets.sh).
+const kubeVIPImageRef = "ghcr.io/kube-vip/kube-vip:v0.9.2"
 
 // appImage builds e2eapp for this machine and writes its image archive into dir.
 func appImage(ctx context.Context, root, dir string) (string, error) {
