@@ -100,8 +100,11 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	}
 	err := <-errs
 	cancel()
-	<-errs
-	<-errs
+	for range 2 {
+		if e := <-errs; err == nil {
+			err = e
+		}
+	}
 	return err
 }
 

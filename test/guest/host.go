@@ -496,7 +496,10 @@ func (c *cgroup) killAll() {
 		n := 0
 		for _, d := range c.dirs {
 			_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
-				if err != nil || !e.IsDir() {
+				if err != nil {
+					return fs.SkipDir // gone meanwhile
+				}
+				if !e.IsDir() {
 					return nil
 				}
 				b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))

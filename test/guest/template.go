@@ -126,6 +126,12 @@ date -u > "$marker"
 	cloudTemplateCfg = `# CAPOV test template: the locale a Debian cloud image generates (this host has no
 # en_US.UTF-8 locale).
 locale: C.UTF-8
+# The datasources of an oVirt template: the Engine's config drive (ConfigDrive), or a seed.
+# A VM's later runs have no config drive (the Engine attaches the payload on the first run
+# only): cloud-init then finds no datasource and does nothing, instead of probing the cloud
+# metadata services (EC2 alone waits two minutes for 169.254.169.254). On systemd images
+# ds-identify, which a guest here does not run, takes that decision.
+datasource_list: [ConfigDrive, NoCloud]
 `
 )
 

@@ -331,14 +331,14 @@ func (s *Simulator) Handler() http.Handler { return s }
 
 // Close stops the server immediately, ending hanging requests.
 func (s *Simulator) Close() {
-	s.stopOnce.Do(func() { close(s.done) })
+	s.stopOnce.Do(func() { close(s.done); s.inv.guests.close() })
 	_ = s.srv.Close() // only reports listener close errors, nothing to act on
 }
 
 // Shutdown stops accepting requests and waits for in-flight ones (hangs and
 // latencies are cut short) until ctx ends.
 func (s *Simulator) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() { close(s.done) })
+	s.stopOnce.Do(func() { close(s.done); s.inv.guests.close() })
 	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}

@@ -380,8 +380,8 @@ func (m *manager) supervise(s *service) {
 		}
 		s.state = stateActivating // "activating (auto-restart)"
 		m.mu.Unlock()
-		m.log.Printf("%s exited (%v); restarting in %s", u.name, err, u.restartSec)
-		deadline := time.Now().Add(u.restartSec)
+		m.log.Printf("%s exited (%v); restarting in %s", u.name, err, u.restartDelay)
+		deadline := time.Now().Add(u.restartDelay)
 		for time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 			m.mu.Lock()
@@ -441,8 +441,8 @@ func (m *manager) stop(name string) error {
 		s.state = stateDeactivating
 	}
 	timeout := m.stopTimeout
-	if s.u != nil && s.u.timeoutStopSec > 0 && s.u.timeoutStopSec < timeout {
-		timeout = s.u.timeoutStopSec
+	if s.u != nil && s.u.stopTimeout > 0 && s.u.stopTimeout < timeout {
+		timeout = s.u.stopTimeout
 	}
 	m.mu.Unlock()
 	if pid > 1 {

@@ -37,8 +37,8 @@ type unit struct {
 	environment     []string // KEY=VALUE, in order
 	environmentFile []envFile
 	restart         string // no, always, on-failure, on-abnormal, on-success, on-abort, on-watchdog
-	restartSec      time.Duration
-	timeoutStopSec  time.Duration
+	restartDelay    time.Duration
+	stopTimeout     time.Duration
 	runtimeDirs     []string
 	stateDirs       []string
 	workingDir      string
@@ -86,12 +86,12 @@ var ignoredDirectives = map[string]bool{
 // (<name>.d/*.conf of every directory, in file-name order; a later file wins, and an empty
 // assignment resets a list, as systemd.unit(5) says).
 func loadUnit(root, name string) (*unit, error) {
-	u := &unit{name: name, typ: "simple", restart: "no", restartSec: 100 * time.Millisecond, timeoutStopSec: 90 * time.Second}
+	u := &unit{name: name, typ: "simple", restart: "no", restartDelay: 100 * time.Millisecond, stopTimeout: 90 * time.Second}
 	found := ""
 	for _, d := range unitDirs {
 		p := filepath.Join(root, d, name)
 		if masked(p) {
-			return nil, fmt.Errorf("Unit %s is masked.", name) //nolint:staticcheck // systemctl's own wording
+			return nil, fmt.Errorf("Unit %s is masked.", name) //nolint:staticcheck,revive // systemctl's own wording
 		}
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			found = p
@@ -99,7 +99,7 @@ func loadUnit(root, name string) (*unit, error) {
 		}
 	}
 	if found == "" {
-		return nil, fmt.Errorf("Unit %s not found.", name) //nolint:staticcheck // systemctl's own wording
+		return nil, fmt.Errorf("Unit %s not found.", name) //nolint:staticcheck,revive // systemctl's own wording
 	}
 	u.path = found
 	files := []string{found}
@@ -182,7 +182,7 @@ func (u *unit) set(section, key, value string) error {
 		case "simple", "exec", "notify", "oneshot", "idle":
 			u.typ = value
 		default:
-			return fmt.Errorf("Type=%s is not supported by guest-init (simple, exec, notify, oneshot, idle)", value)
+			return fmt.Errorf("service type %q (Type=) is not supported by guest-init (simple, exec, notify, oneshot, idle)", value)
 		}
 	case "Service.RemainAfterExit":
 		u.remainAfterExit = parseBool(value)
@@ -199,7 +199,7 @@ func (u *unit) set(section, key, value string) error {
 		}
 		words, err := splitQuoted(value)
 		if err != nil {
-			return fmt.Errorf("Environment=%s: %w", value, err)
+			return fmt.Errorf("environment %q (Environment=): %w", value, err)
 		}
 		u.environment = append(u.environment, words...)
 	case "Service.EnvironmentFile":
@@ -219,13 +219,13 @@ func (u *unit) set(section, key, value string) error {
 		if err != nil {
 			return fmt.Errorf("RestartSec=%s: %w", value, err)
 		}
-		u.restartSec = d
+		u.restartDelay = d
 	case "Service.TimeoutStopSec":
 		d, err := parseSec(value)
 		if err != nil {
 			return fmt.Errorf("TimeoutStopSec=%s: %w", value, err)
 		}
-		u.timeoutStopSec = d
+		u.stopTimeout = d
 	case "Service.RuntimeDirectory":
 		u.runtimeDirs = append(u.runtimeDirs, strings.Fields(value)...)
 	case "Service.StateDirectory":
