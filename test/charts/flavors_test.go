@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -410,6 +411,8 @@ func expectMachineHealthChecks(g Gomega, f *flavorObjects) {
 		}
 		if sel.Matches(labels.Set(f.md.Spec.Template.Labels)) {
 			workers++
+			// OVIRT_WORKER_MAX_UNHEALTHY: 40 % of one worker rounds down to none.
+			g.Expect(mhc.Spec.Remediation.TriggerIf.UnhealthyLessThanOrEqualTo).To(HaveValue(Equal(intstr.FromInt32(2))), mhc.Name)
 		}
 	}
 	g.Expect(controlPlane).To(Equal(1), "one MachineHealthCheck selects the control-plane machines")
