@@ -361,6 +361,8 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 			for v := range vars {
 				switch {
 				case slices.Contains([]string{"CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT", "POD_CIDR", "SERVICE_CIDR"}, v):
+				case v == "CNI":
+					// the cluster's CNI label, as in Cluster API's own templates: not oVirt's.
 				case strings.HasPrefix(v, "KUBE_VIP_"):
 					// kube-vip's own settings, the same in every provider's kube-vip template.
 				default:

@@ -74,7 +74,6 @@ var flavorVars = map[string]string{
 	"KUBE_VIP_INTERFACE":                     "ens3",
 	"POD_CIDR":                               "172.20.0.0/16",
 	"CNI":                                    "calico",
-	"KUBEADM_IGNORE_PREFLIGHT_ERRORS":        "[SystemVerification, Swap]",
 	"SERVICE_CIDR":                           "10.96.0.0/12",
 	// clusterctl finds the class's file by this name (clusterclass-ovirt.yaml).
 	"CLUSTER_CLASS_NAME": "ovirt",

@@ -48,6 +48,9 @@ func (wd *world) applyYAML(ctx context.Context, ns string, data []byte) ([]*unst
 		if err := capiDefaults(ctx, wd.mgmt.Scheme(), u); err != nil {
 			return out, err
 		}
+		if err := labPreflight(u); err != nil {
+			return out, err
+		}
 		if err := wd.mgmt.Create(ctx, u); err != nil {
 			return out, fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
 		}

@@ -30,17 +30,11 @@ func (wd *world) flavorVars() map[string]string {
 		"OVIRT_CONTROL_PLANE_MEMORY_MB":     "4096",
 		"OVIRT_WORKER_MEMORY_MB":            "4096",
 		"CNI":                               "flannel",
-		"KUBEADM_IGNORE_PREFLIGHT_ERRORS":   labPreflightSkips,
 		// mhc_remediations: one worker of one may be replaced, soon after its Node is lost.
 		"OVIRT_WORKER_MAX_UNHEALTHY":           "100%",
 		"OVIRT_UNHEALTHY_NODE_TIMEOUT_SECONDS": "60",
 	}
 }
-
-// labPreflightSkips are the kubeadm preflight checks the lab's guests fail for what they are
-// (docs/operations.md "Real guests"): no kernel configuration or modules to read in a
-// container's kernel.
-const labPreflightSkips = "[SystemVerification]"
 
 // workloadCluster is the cluster the scenarios of TestWorkloadCluster share, in order.
 type workloadCluster struct {
