@@ -109,7 +109,12 @@ func (r *OVirtMachineReconciler) reconcileIPAddresses(ctx context.Context, s *ma
 					"IPAddressClaim %s of spec.nics[%d] is gone while VM %s uses its address; the address may be given to another machine", name, i, om.Status.VMID)
 				continue
 			case apierrors.IsNotFound(err):
-				if err := r.createIPClaim(ctx, s, name, i, pool); err != nil {
+				if err := r.createIPClaim(ctx, s, name, i, pool); errors.Is(err, errMachineLeaving) {
+					// The deletion (or the object's removal) is news this reconcile has not
+					// seen yet; the event of it reconciles again.
+					s.log.Info("Not claiming an IP address: the OVirtMachine is being deleted", "ipAddressClaim", klog.KRef(om.Namespace, name))
+					return stop(ctrl.Result{}, nil)
+				} else if err != nil {
 					return stop(ctrl.Result{}, err)
 				}
 				waiting = append(waiting, fmt.Sprintf("%s (spec.nics[%d], %s %s)", name, i, pool.Kind, pool.Name))
@@ -149,9 +154,30 @@ func (r *OVirtMachineReconciler) reconcileIPAddresses(ctx context.Context, s *ma
 	return next()
 }
 
-// createIPClaim creates the IPAddressClaim of one NIC and pool, owned by the machine.
+// errMachineLeaving: the OVirtMachine in the API server is being deleted, or gone, or lacks the
+// finalizer, while this reconcile's copy (from the cache) says otherwise.
+var errMachineLeaving = errors.New("the OVirtMachine is being deleted")
+
+// createIPClaim creates the IPAddressClaim of one NIC and pool, owned by the machine. It first
+// reads the OVirtMachine from the API server: a claim may only be created while the machine
+// holds CAPOV's finalizer and is not being deleted, because only the deletion path (which the
+// finalizer guarantees, and which lists the claims from the API server) gives the address back.
+// A copy from the cache can be older than a deletion that found no claim, or than the removal
+// of an object whose finalizer was never written: a claim created then, owned by a machine
+// that is gone, would hold its address for good where no garbage collector runs, and until one
+// runs elsewhere (the chaos suite's I4, seen in its fault-free baseline).
 func (r *OVirtMachineReconciler) createIPClaim(ctx context.Context, s *machineScope, name string, nic int, pool infrav1.IPPoolReference) error {
 	om := s.om
+	cur := &infrav1.OVirtMachine{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(om), cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errMachineLeaving
+		}
+		return fmt.Errorf("reading the OVirtMachine before claiming an address: %w", err)
+	}
+	if cur.UID != om.UID || !cur.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(cur, infrav1.MachineFinalizer) {
+		return errMachineLeaving
+	}
 	claim := &ipamv1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: om.Namespace,

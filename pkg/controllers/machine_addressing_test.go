@@ -221,3 +221,54 @@ func TestAClaimCreatedAsTheDeletionStartsIsReleasedBeforeTheFinalizerDrops(t *te
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the claim is deleted before the OVirtMachine's finalizer drops (err %v)", err)
 	g.Expect(created).To(Equal(1), "the deletion claims nothing")
 }
+
+// TestNoClaimForAMachineTheCacheHasNotSeenLeave is the chaos suite's fault-free baseline leak
+// (I4: an IPAddressClaim outlived its OVirtMachine): a MachineSet scaled up and at once down,
+// and the reconcile that claimed the new machine's address worked from a cached copy older
+// than the object's removal. The claim, owned by a machine that was gone, kept its address for
+// good where no garbage collector runs. Now a claim is created only while the API server's
+// copy holds the finalizer and is not being deleted.
+func TestNoClaimForAMachineTheCacheHasNotSeenLeave(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		leave func(g Gomega, api client.Client)
+	}{
+		{"gone from the API server", func(g Gomega, api client.Client) {
+			om := &infrav1.OVirtMachine{}
+			g.Expect(api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "w-1"}, om)).To(Succeed())
+			om.Finalizers = nil
+			g.Expect(api.Update(ctx, om)).To(Succeed())
+			g.Expect(api.Delete(ctx, om)).To(Succeed())
+		}},
+		{"being deleted", func(g Gomega, api client.Client) {
+			g.Expect(api.Delete(ctx, &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w-1"}})).To(Succeed())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := newMachineFixture(t)
+			stored := f.get(t)
+			stored.Spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt", AddressesFromPools: []infrav1.IPPoolReference{pool}}}
+			g.Expect(f.c.Update(ctx, stored)).To(Succeed())
+			stale := f.get(t)
+
+			api := f.c.(client.WithWatch)
+			tc.leave(g, api)
+			// The reconciler's cache still serves the copy from before.
+			f.r.Client = interceptor.NewClient(api, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if om, ok := obj.(*infrav1.OVirtMachine); ok && key.Name == "w-1" {
+						stale.DeepCopyInto(om)
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+			_, _ = f.reconcile(t)
+			claims := &ipamv1.IPAddressClaimList{}
+			g.Expect(api.List(ctx, claims, client.InNamespace("ns"))).To(Succeed())
+			g.Expect(claims.Items).To(BeEmpty(), "no address is claimed for a machine that is leaving")
+		})
+	}
+}
