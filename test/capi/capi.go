@@ -100,11 +100,9 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	}
 	err := <-errs
 	cancel()
-	for range 2 {
-		if e := <-errs; err == nil {
-			err = e
-		}
-	}
+	// The others end because of the cancel: the first error is the one to report.
+	<-errs //nolint:errcheck // drained, not reported
+	<-errs //nolint:errcheck // drained, not reported
 	return err
 }
 
