@@ -126,3 +126,37 @@ func mustCluster(t *testing.T, f *machineFixture) string {
 	}
 	return cl.ID
 }
+
+// TestAnIgnitionVMGetsItsHostName: CABPK's Ignition output names no host (kubeadm takes the
+// guest's host name as the Node name); the Engine writes /etc/hostname into the Ignition config
+// only when the VM's initialization has a host name. Without one every node of a cluster was
+// "localhost" and the second kubeadm join failed (found by a real Ignition guest).
+func TestAnIgnitionVMGetsItsHostName(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	f.ov.AddTemplate(ovirt.Template{Name: "rhcos-4.14", Version: 1, ClusterID: mustCluster(t, f), OSType: "rhcos_x64"})
+	s := &corev1.Secret{}
+	g.Expect(f.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "w-1-bootstrap"}, s)).To(Succeed())
+	config := `{"ignition":{"version":"2.3.0"},"systemd":{"units":[{"name":"kubeadm.service","enabled":true}]}}`
+	s.Data = map[string][]byte{"value": []byte(config), "format": []byte("ignition")}
+	g.Expect(f.c.Update(ctx, s)).To(Succeed())
+	om := f.get(t)
+	om.Spec.Template = "rhcos-4.14"
+	g.Expect(f.c.Update(ctx, om)).To(Succeed())
+
+	var sent *ovirt.VMSpec
+	f.ov.CreateVMFunc = func(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error) {
+		sent = &spec
+		f.ov.CreateVMFunc = nil
+		return f.ov.CreateVM(ctx, spec)
+	}
+	for i := 0; i < 5 && sent == nil; i++ {
+		_, err := f.reconcile(t)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(sent).NotTo(BeNil(), "the VM is created")
+	g.Expect(sent.OSType).To(Equal("rhcos_x64"))
+	g.Expect(sent.HostName).To(Equal("w-1"))
+	g.Expect(sent.CustomScript).To(Equal(config), "the Ignition config goes to the Engine as it is")
+}

@@ -165,11 +165,14 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		// The Engine takes at most 50 characters of [0-9a-zA-Z_-]: "capov-" and the 36 of a UID.
 		CorrelationID: "capov-" + string(om.UID),
 	}
+	// The guest's host name, which kubeadm takes as the Node's name: cloud-init sets it from the
+	// config drive's meta data; for an Ignition guest the Engine merges an /etc/hostname entry
+	// into the config (IgnitionHandler.handleHostname), only when the VM has a host name.
+	spec.HostName = hostNameFor(om.Namespace, om.Name)
 	if boot.format == formatIgnition {
 		// The Engine builds an ignition config drive only for this OS type (the template's).
 		spec.OSType = osTypeIgnition
 	} else {
-		spec.HostName = hostNameFor(om.Namespace, om.Name)
 		script, err := renderCloudConfigTemplate(boot.value, spec.HostName)
 		if err != nil {
 			created(infrav1.BootstrapDataInvalidReason, clusterv1.ConditionSeverityWarning, "bootstrap data Secret %s/%s: %v",

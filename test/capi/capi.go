@@ -54,7 +54,8 @@ type Options struct {
 	// HealthProbeBindAddress serves /healthz and /readyz ("0" or "" disables).
 	HealthProbeBindAddress string
 	// Kubeadm also runs Cluster API's kubeadm bootstrap provider (CABPK) and kubeadm
-	// control-plane provider (KCP), each as its own manager as in production.
+	// control-plane provider (KCP), each as its own manager as in production, with the
+	// KubeadmBootstrapFormatIgnition feature gate on.
 	Kubeadm bool
 }
 
@@ -91,6 +92,11 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	}
 	if !opts.Kubeadm {
 		return runCore(ctx, cfg, log, opts)
+	}
+	// The kubeadm providers as the ignition flavor asks them to be installed
+	// (EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION=true): CABPK renders format: ignition.
+	if err := feature.MutableGates.Set(string(feature.KubeadmBootstrapFormatIgnition) + "=true"); err != nil {
+		return fmt.Errorf("enabling the CAPI %s feature gate: %w", feature.KubeadmBootstrapFormatIgnition, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -103,6 +103,9 @@ type BootRequest struct {
 	// ConfigDrive is the Engine's payload for this start (first run only): files by path
 	// relative to the drive's root. Nil: no drive attached.
 	ConfigDrive map[string]string
+	// Ignition boots the template as an Ignition image (RHCOS, Fedora CoreOS, Flatcar): Ignition
+	// applies the config drive's user data on the disk's first boot, and cloud-init does not run.
+	Ignition bool
 }
 
 // NewHost returns a Host. It removes the cgroups that killed runs left behind.
@@ -188,7 +191,10 @@ func (h *Host) boot(ctx context.Context, req BootRequest) (*running, error) {
 	cfg := &initd.Config{
 		VMID: req.VMID, Base: h.o.Template.Root, UsrLayers: []string{h.o.Template.Usr, "/usr"},
 		Disk: h.Disk(req.VMID), ConfigDrive: req.ConfigDrive, KernelSysctls: guestSysctls(),
-		StopTimeout: initd.Duration{Duration: h.o.StopTimeout},
+		StopTimeout: initd.Duration{Duration: h.o.StopTimeout}, Provisioner: initd.ProvisionerCloudInit,
+	}
+	if req.Ignition {
+		cfg.Provisioner = initd.ProvisionerIgnition
 	}
 	for i, n := range req.NICs {
 		cfg.NICs = append(cfg.NICs, initd.NIC{Name: "eth" + strconv.Itoa(i), MAC: n.MAC})

@@ -63,7 +63,8 @@ func (r *SimRuntime) Boot(req ovirtsim.GuestBoot) error {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return r.host.Boot(ctx, BootRequest{VMID: req.VMID, NICs: nics, ConfigDrive: req.ConfigDrive})
+	return r.host.Boot(ctx, BootRequest{VMID: req.VMID, NICs: nics, ConfigDrive: req.ConfigDrive,
+		Ignition: ovirtsim.IsIgnitionOSType(req.OSType)})
 }
 
 // Reboot implements ovirtsim.GuestRuntime: the guest gets a clean shutdown (its stop

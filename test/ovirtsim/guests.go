@@ -40,6 +40,16 @@ type GuestBoot struct {
 	// ConfigDrive are the files of the config drive attached at this start (the Engine's
 	// payload, on the first run only), by path relative to the drive's root; nil: none.
 	ConfigDrive map[string]string
+	// OSType is the VM's operating system type (from its template): IsIgnitionOSType tells
+	// whether its image is an Ignition one (the Engine writes it an Ignition config).
+	OSType string
+}
+
+// IsIgnitionOSType reports whether the Engine gives VMs of this OS type an Ignition config
+// (osinfo's vmInitType) instead of cloud-init data.
+func IsIgnitionOSType(osType string) bool {
+	_, ok := ignitionOSTypes[osType]
+	return ok
 }
 
 // guestShutdownLimit is how long a VM with a real guest stays powering_down after a shutdown
@@ -190,7 +200,7 @@ func (inv *inventory) rebootGuest(v *vm) {
 // nextBoot numbers a new boot of v's guest.
 func (inv *inventory) nextBoot(v *vm) GuestBoot {
 	v.guestRun++
-	b := GuestBoot{VMID: v.id, Run: v.guestRun, ConfigDrive: v.runDrive}
+	b := GuestBoot{VMID: v.id, Run: v.guestRun, ConfigDrive: v.runDrive, OSType: v.osType}
 	for _, n := range v.nics {
 		if n.plugged {
 			b.MACs = append(b.MACs, n.mac)

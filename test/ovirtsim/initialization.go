@@ -1,6 +1,7 @@
 package ovirtsim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -74,35 +75,227 @@ func composeInit(v *vm, now time.Time) (*VMInitialization, *apiError) {
 	return in, nil
 }
 
-// ignitionData checks that custom_script is a JSON Ignition config; without
-// one the engine writes its own minimal config.
+// ignitionData is IgnitionHandler.handle: the custom script ("{}" when empty) is the config,
+// edited three times, each edit re-serialising it (javax.json: compact, keys in insertion
+// order) and none when nothing is to add:
+//   - handleIgnitionVersion: without ignition.version, an "ignition" object (the config's own
+//     keys, then version from osinfo) goes first, the config's other keys after it;
+//   - handleHostname: with a host name and no storage.files entry whose JSON contains
+//     "path":"/etc/hostname", the entry {filesystem: root, path: /etc/hostname, mode: 420,
+//     contents: {source: "data:,<host name>"}} is appended to storage.files ("storage" then
+//     goes first); a config with a storage object but no files gets a storage of that entry
+//     only (JsonObjectBuilder.add replaces the key: the rest of storage is lost);
+//   - handleUser: with a user name that is not in the first passwd user's JSON, a user
+//     {name, passwordHash: the root password} is merged into passwd.users when the script
+//     contains "users" anywhere, else passwd is replaced by it; a null root password is
+//     refused (javax.json's builder throws on null).
+//
+// A script that is not a JSON object fails ("Failed to build ignition data").
 func ignitionData(v *vm, version string) (string, error) {
-	if v.customScript == "" {
-		cfg := map[string]any{"ignition": map[string]any{"version": version}}
-		if v.hostName != "" {
-			cfg["storage"] = map[string]any{"files": []any{map[string]any{
-				"filesystem": "root", "path": "/etc/hostname", "mode": 420,
-				"contents": map[string]any{"source": "data:," + v.hostName},
-			}}}
-		}
-		b, err := json.Marshal(cfg)
-		if err != nil {
-			return "", fmt.Errorf("encoding the engine's ignition config: %w", err)
-		}
-		return string(b), nil
+	script := v.customScript
+	if script == "" {
+		script = "{}"
 	}
-	var cfg map[string]any
-	if err := json.Unmarshal([]byte(v.customScript), &cfg); err != nil {
+	if _, err := parseJSONObject(script); err != nil {
 		return "", fmt.Errorf("custom_script is not a JSON Ignition config: %w", err)
 	}
-	ign, ok := cfg["ignition"].(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("custom_script has no \"ignition\" object")
+	var err error
+	if script, err = ignitionWithVersion(script, version); err != nil {
+		return "", err
 	}
-	if ver, ok := ign["version"].(string); !ok || ver == "" {
-		return "", fmt.Errorf("custom_script has no ignition.version")
+	if v.hostName != "" {
+		if script, err = ignitionWithHostname(script, v.hostName); err != nil {
+			return "", err
+		}
 	}
-	return v.customScript, nil
+	if v.initUser != "" {
+		if script, err = ignitionWithUser(script, v.initUser); err != nil {
+			return "", err
+		}
+	}
+	return script, nil
+}
+
+func ignitionWithVersion(script, version string) (string, error) {
+	cfg, _ := parseJSONObject(script)
+	ign, hasIgn := cfg.get("ignition")
+	var ignObj *jsonObject
+	if hasIgn {
+		o, err := parseJSONObject(string(ign))
+		if err != nil {
+			// getJsonObject: ClassCastException.
+			return "", fmt.Errorf("ignition is not an object: %w", err)
+		}
+		if _, ok := o.get("version"); ok {
+			return script, nil
+		}
+		ignObj = o
+	} else {
+		ignObj = &jsonObject{}
+	}
+	ignObj.set("version", rawString(version))
+	out := &jsonObject{}
+	out.set("ignition", json.RawMessage(ignObj.String()))
+	out.addAllExcept(cfg, "ignition")
+	return out.String(), nil
+}
+
+func ignitionWithHostname(script, host string) (string, error) {
+	cfg, _ := parseJSONObject(script)
+	entry := &jsonObject{}
+	entry.set("filesystem", rawString("root"))
+	entry.set("path", rawString("/etc/hostname"))
+	entry.set("mode", json.RawMessage("420"))
+	contents := &jsonObject{}
+	contents.set("source", rawString("data:,"+host))
+	entry.set("contents", json.RawMessage(contents.String()))
+	storageRaw, hasStorage := cfg.get("storage")
+	var storage *jsonObject
+	if hasStorage {
+		var err error
+		if storage, err = parseJSONObject(string(storageRaw)); err != nil {
+			return "", fmt.Errorf("storage is not an object: %w", err)
+		}
+	}
+	if storage != nil {
+		if files, ok := storage.get("files"); ok {
+			if strings.Contains(compactJSON(files), `"path":"/etc/hostname"`) {
+				return script, nil
+			}
+			var list []json.RawMessage
+			if err := json.Unmarshal(files, &list); err != nil {
+				return "", fmt.Errorf("storage.files is not an array: %w", err)
+			}
+			list = append(list, json.RawMessage(entry.String()))
+			newStorage := &jsonObject{}
+			newStorage.addAllExcept(storage, "files")
+			newStorage.set("files", jsonArray(list))
+			out := &jsonObject{}
+			out.set("storage", json.RawMessage(newStorage.String()))
+			out.addAllExcept(cfg, "storage")
+			return out.String(), nil
+		}
+	}
+	out := &jsonObject{}
+	out.addAllExcept(cfg, "")
+	out.set("storage", json.RawMessage(`{"files":[`+entry.String()+`]}`))
+	return out.String(), nil
+}
+
+func ignitionWithUser(script, user string) (string, error) {
+	cfg, _ := parseJSONObject(script)
+	if passwdRaw, ok := cfg.get("passwd"); ok {
+		if passwd, err := parseJSONObject(string(passwdRaw)); err == nil {
+			if users, ok := passwd.get("users"); ok {
+				var list []json.RawMessage
+				if err := json.Unmarshal(users, &list); err == nil && len(list) > 0 &&
+					strings.Contains(strings.ReplaceAll(compactJSON(list[0]), `"`, ""), user) {
+					return script, nil
+				}
+			}
+		}
+	}
+	// userIgnitionSnippet: passwordHash is the root password, which this simulator does not
+	// keep; the Engine's JSON builder refuses a null one.
+	return "", fmt.Errorf("java.lang.NullPointerException: the user %s has no root password for its passwordHash", user)
+}
+
+// jsonObject is a JSON object that keeps its keys in insertion order, as javax.json's
+// builders do; setting an existing key replaces its value in place.
+type jsonObject struct {
+	keys []string
+	vals map[string]json.RawMessage
+}
+
+func parseJSONObject(s string) (*jsonObject, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	o := &jsonObject{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("an object key is not a string")
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		o.set(key, raw)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, fmt.Errorf("text after the JSON object")
+	}
+	return o, nil
+}
+
+func (o *jsonObject) get(k string) (json.RawMessage, bool) {
+	v, ok := o.vals[k]
+	return v, ok
+}
+
+func (o *jsonObject) set(k string, v json.RawMessage) {
+	if o.vals == nil {
+		o.vals = map[string]json.RawMessage{}
+	}
+	if _, ok := o.vals[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = v
+}
+
+func (o *jsonObject) addAllExcept(from *jsonObject, skip string) {
+	for _, k := range from.keys {
+		if k != skip {
+			o.set(k, from.vals[k])
+		}
+	}
+}
+
+// String is the object in compact JSON.
+func (o *jsonObject) String() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(k))
+		b.WriteByte(':')
+		b.WriteString(compactJSON(o.vals[k]))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func rawString(s string) json.RawMessage { return json.RawMessage(jsonString(s)) }
+
+func jsonArray(items []json.RawMessage) json.RawMessage {
+	parts := make([]string, len(items))
+	for i, it := range items {
+		parts[i] = compactJSON(it)
+	}
+	return json.RawMessage("[" + strings.Join(parts, ",") + "]")
 }
 
 // cloudInitUserData composes the user-data like the engine's CloudInitHandler.getUserData:

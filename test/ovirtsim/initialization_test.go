@@ -36,8 +36,7 @@ func TestIgnitionRequiredForRHCOS(t *testing.T) {
 	}{
 		{"cloud-config on rhcos", "rhcos-4.14", "", "#cloud-config\nruncmd: [true]\n",
 			"[Cannot run VM. Failed to build ignition data: custom_script is not a JSON Ignition config"},
-		{"JSON without ignition.version", "rhcos-4.14", "", `{"ignition":{}}`,
-			"[Cannot run VM. Failed to build ignition data: custom_script has no ignition.version]"},
+		{"JSON without ignition.version: the Engine adds it", "rhcos-4.14", "", `{"ignition":{}}`, ""},
 		{"a JSON array", "rhcos-4.14", "", `[1]`, "Failed to build ignition data"},
 		{"the VM's own os type counts", "ubuntu-22.04", "rhcos_x64", "## template: jinja\n#cloud-config\n", "Failed to build ignition data"},
 		{"an Ignition config", "rhcos-4.14", "", ign, ""},
@@ -73,12 +72,60 @@ func TestIgnitionRequiredForRHCOS(t *testing.T) {
 			}
 			g.Expect(json.Unmarshal([]byte(in.UserData), &cfg)).To(Succeed())
 			g.Expect(cfg.Ignition.Version).NotTo(BeEmpty())
-			if tc.script == "" {
+			if tc.script == "" || tc.script == `{"ignition":{}}` {
 				g.Expect(cfg.Ignition.Version).To(Equal("2.3.0"), "osinfo: ignition_2.3.0")
 				g.Expect(in.UserData).To(ContainSubstring("/etc/hostname"))
 			}
 		})
 	}
+}
+
+// TestIgnitionConfigAsTheEngineEditsIt: IgnitionHandler adds the version when it is missing,
+// merges the VM's host name as an /etc/hostname entry (re-serialising the config, storage
+// first) unless the config writes /etc/hostname itself, replaces a storage without files by
+// that entry alone, and cannot merge a user without a root password.
+func TestIgnitionConfigAsTheEngineEditsIt(t *testing.T) {
+	sim := startSim(t)
+	conn := connect(t, sim)
+	const entry = `{"filesystem":"root","path":"/etc/hostname","mode":420,"contents":{"source":"data:,n1"}}`
+	cases := []struct{ name, script, host, want string }{
+		{"files: the entry appended, storage first",
+			`{"ignition": {"version": "2.3.0"}, "systemd": {"units": []}, "storage": {"directories": [], "files": [{"filesystem": "root", "path": "/etc/a"}]}}`, "n1",
+			`{"storage":{"directories":[],"files":[{"filesystem":"root","path":"/etc/a"},` + entry + `]},"ignition":{"version":"2.3.0"},"systemd":{"units":[]}}`},
+		{"the config's own /etc/hostname wins: untouched",
+			`{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/hostname","contents":{"source":"data:,mine"}}]}}`, "n1",
+			`{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/hostname","contents":{"source":"data:,mine"}}]}}`},
+		{"storage without files: replaced by the entry",
+			`{"ignition":{"version":"2.3.0"},"storage":{"directories":[{"filesystem":"root","path":"/d"}]}}`, "n1",
+			`{"ignition":{"version":"2.3.0"},"storage":{"files":[` + entry + `]}}`},
+		{"no storage: added last", `{"ignition":{"version":"2.3.0"}}`, "n1",
+			`{"ignition":{"version":"2.3.0"},"storage":{"files":[` + entry + `]}}`},
+		{"no host name, version present: as it is", `{"ignition": {"version": "2.3.0"}}`, "",
+			`{"ignition": {"version": "2.3.0"}}`},
+		{"no version: ignition first, with the config's own keys", `{"passwd":{},"ignition":{"timeouts":{}}}`, "",
+			`{"ignition":{"timeouts":{},"version":"2.3.0"},"passwd":{}}`},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			id := createWithInit(t, conn, "ignedit"+string(rune('a'+i)), "rhcos-4.14", "", tc.script, tc.host)
+			g.Expect(sim.SetVMGuestAgent(id, true)).To(Succeed())
+			_, err := conn.SystemService().VmsService().VmService(id).Start().Send()
+			g.Expect(err).NotTo(HaveOccurred())
+			in, err := sim.Initialization(id)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(in.UserData).To(Equal(tc.want))
+		})
+	}
+	t.Run("a user name without a root password", func(t *testing.T) {
+		g := NewWithT(t)
+		b := vmBuilder("igneditu", "rhcos-4.14", "Default").InitializationBuilder(ovirtsdk.NewInitializationBuilder().
+			CustomScript(`{"ignition":{"version":"2.3.0"}}`).UserName("core"))
+		r, err := conn.SystemService().VmsService().Add().Vm(b.MustBuild()).Send()
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = conn.SystemService().VmsService().VmService(r.MustVm().MustId()).Start().Send()
+		g.Expect(err).To(MatchError(ContainSubstring("Failed to build ignition data")))
+	})
 }
 
 func TestCloudInitComposedUserData(t *testing.T) {

@@ -45,9 +45,12 @@ type world struct {
 var w *world
 
 const (
-	providerName    = "ovirt-lab"
-	ovirtTemplate   = "debian-12-kubeadm"
-	credentialsName = "lab-credentials"
+	providerName  = "ovirt-lab"
+	ovirtTemplate = "debian-12-kubeadm"
+	// ignitionTemplate is an Ignition image's template (OS type rhcos_x64): the same disk,
+	// booted the way RHCOS boots (Ignition on the first boot, no cloud-init).
+	ignitionTemplate = "rhcos-kubeadm"
+	credentialsName  = "lab-credentials"
 )
 
 func TestMain(m *testing.M) {
@@ -203,25 +206,31 @@ func appImage(ctx context.Context, root, dir string) (string, error) {
 }
 
 // labSeed is the oVirt inventory of the lab: one cluster of three hosts on the lab network, the
-// Debian template the guests boot (a guest agent reports their addresses).
+// Debian template the guests boot (a guest agent reports their addresses) and the same disk as
+// an Ignition template.
 func labSeed() *ovirtsim.Seed {
 	return &ovirtsim.Seed{
 		Clusters: []ovirtsim.Cluster{{Name: "Default", DataCenter: "Default", Networks: []string{"ovirtmgmt"}, Hosts: []ovirtsim.Host{
 			{Name: "host1", MemoryGB: 256, Status: "up"}, {Name: "host2", MemoryGB: 256, Status: "up"}, {Name: "host3", MemoryGB: 256, Status: "up"},
 		}}},
 		StorageDomains: []ovirtsim.StorageDomain{{Name: "data", DataCenter: "Default", FreeGB: 1000, Type: "data", Status: "active"}},
-		Templates: []ovirtsim.Template{{
-			Name: ovirtTemplate, Cluster: "Default", Version: 1, OSType: "other_linux",
-			Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096, Status: "ok",
-			Disks: []ovirtsim.TemplateDisk{{Alias: ovirtTemplate + "_Disk1", SizeGB: 20, Format: "cow",
-				StorageDomain: "data", Bootable: true, Interface: "virtio_scsi"}},
-		}},
-		VnicProfiles: []ovirtsim.VnicProfile{{Name: "ovirtmgmt", Network: "ovirtmgmt", DataCenter: "Default"}},
-		Username:     "admin@internal",
-		Password:     "secret",
+		Templates:      []ovirtsim.Template{labTemplate(ovirtTemplate, "other_linux"), labTemplate(ignitionTemplate, "rhcos_x64")},
+		VnicProfiles:   []ovirtsim.VnicProfile{{Name: "ovirtmgmt", Network: "ovirtmgmt", DataCenter: "Default"}},
+		Username:       "admin@internal",
+		Password:       "secret",
 		Timings: ovirtsim.Timings{ImageLock: time.Second, DiskLock: 500 * time.Millisecond,
 			WaitForLaunch: 500 * time.Millisecond, PoweringUp: time.Second, PoweringDown: time.Second},
 		RandomSeed: 1,
+	}
+}
+
+// labTemplate is a template of the lab's guest disk with the given OS type.
+func labTemplate(name, osType string) ovirtsim.Template {
+	return ovirtsim.Template{
+		Name: name, Cluster: "Default", Version: 1, OSType: osType,
+		Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096, Status: "ok",
+		Disks: []ovirtsim.TemplateDisk{{Alias: name + "_Disk1", SizeGB: 20, Format: "cow",
+			StorageDomain: "data", Bootable: true, Interface: "virtio_scsi"}},
 	}
 }
 

@@ -143,8 +143,19 @@ func otherPIDs() []string {
 	return out
 }
 
-// boot runs what systemd runs on a Debian cloud image, in the same order.
+// boot runs what systemd runs on a Debian cloud image, in the same order; on an Ignition
+// image, Ignition's first boot comes before it and cloud-init is not there.
 func (m *manager) boot(cfg *Config, l *log.Logger, start time.Time) {
+	ignition := cfg.Provisioner == ProvisionerIgnition
+	if ignition {
+		if err := firstBootIgnition(cfg, l); err != nil {
+			// Ignition's failure stops a real boot in the initramfs (emergency target).
+			l.Printf("Ignition failed: %v", err)
+			_ = writeFile(ignitionFailedFile, err.Error()+"\n", 0o644)
+			l.Printf("Boot stopped: Ignition did not complete (nothing of the image started)")
+			return
+		}
+	}
 	applyTmpfiles(l)
 	applySysctls(l)
 	if b, err := os.ReadFile("/etc/hostname"); err == nil {
@@ -160,7 +171,14 @@ func (m *manager) boot(cfg *Config, l *log.Logger, start time.Time) {
 			l.Printf("NIC %s (%s) is missing: %v", n.Name, n.MAC, err)
 		}
 	}
-	for _, u := range bootUnits {
+	units := bootUnits
+	if ignition {
+		if err := writeNMInterfaces(cfg.NICs, l); err != nil {
+			l.Printf("Network configuration: %v", err)
+		}
+		units = []string{"networking.service"}
+	}
+	for _, u := range units {
 		if err := m.start(u); err != nil {
 			l.Printf("Boot unit %s: %v", u, err)
 		}
@@ -168,7 +186,7 @@ func (m *manager) boot(cfg *Config, l *log.Logger, start time.Time) {
 	wants := enabledUnits("multi-user.target")
 	var oneshots []string
 	for _, u := range wants {
-		if containsStr(bootUnits, u) || u == finalUnit {
+		if containsStr(bootUnits, u) || u == finalUnit || ignition && isCloudInitUnit(u) {
 			continue
 		}
 		s, err := m.load(u)
@@ -190,12 +208,46 @@ func (m *manager) boot(cfg *Config, l *log.Logger, start time.Time) {
 		}
 	}
 	l.Printf("Reached multi-user.target (%s)", time.Since(start).Round(time.Millisecond))
-	if err := m.start(finalUnit); err != nil {
-		l.Printf("Boot unit %s: %v", finalUnit, err)
+	if !ignition {
+		if err := m.start(finalUnit); err != nil {
+			l.Printf("Boot unit %s: %v", finalUnit, err)
+		}
 	}
 	_ = os.WriteFile("/run/guest-init/booted", []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n"), 0o644)
 	l.Printf("Boot finished (%s)", time.Since(start).Round(time.Millisecond))
 }
+
+// isCloudInitUnit reports whether a unit is cloud-init's (absent from an Ignition image).
+func isCloudInitUnit(u string) bool {
+	return strings.HasPrefix(u, "cloud-init") || strings.HasPrefix(u, "cloud-config") || strings.HasPrefix(u, "cloud-final")
+}
+
+// firstBootIgnition runs Ignition on the first boot of the disk: the config is the config
+// drive's user data (the Engine's Ignition config). Later boots find its result file.
+func firstBootIgnition(cfg *Config, l *log.Logger) error {
+	if _, err := os.Stat(IgnitionResultFile); err == nil {
+		l.Printf("Ignition: not the first boot (%s exists)", IgnitionResultFile)
+		return nil
+	}
+	data, ok := cfg.ConfigDrive[ignitionUserData]
+	if !ok {
+		return ignFail("no Ignition config: this first boot has no config drive with %s (oVirt attaches one on the first run of a VM with an initialization)", ignitionUserData)
+	}
+	start := time.Now()
+	if err := runIgnition("/", []byte(data), l); err != nil {
+		return err
+	}
+	result := fmt.Sprintf("{\"provisioningDate\":%q,\"userConfigProvided\":true}\n", time.Now().UTC().Format(time.RFC3339Nano))
+	if err := writeFile(IgnitionResultFile, result, 0o644); err != nil {
+		return ignFail("writing %s: %v", IgnitionResultFile, err)
+	}
+	l.Printf("Ignition: config applied (%s)", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// ignitionUserData is where Ignition's oVirt/OpenStack provider reads the config on the
+// config drive.
+const ignitionUserData = "openstack/latest/user_data"
 
 // enabledUnits lists the units linked into a target's wants directories.
 func enabledUnits(target string) []string {

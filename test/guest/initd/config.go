@@ -36,7 +36,17 @@ type Config struct {
 	KernelSysctls map[string]string `json:"kernelSysctls,omitempty"`
 	// StopTimeout bounds each service's stop at shutdown (systemd's TimeoutStopSec, capped).
 	StopTimeout Duration `json:"stopTimeout,omitempty"`
+	// Provisioner is what the template's image runs on its first boot to apply the boot input:
+	// ProvisionerCloudInit (a cloud image: cloud-init on every boot) or ProvisionerIgnition
+	// (RHCOS, Fedora CoreOS, Flatcar: Ignition once, no cloud-init).
+	Provisioner string `json:"provisioner,omitempty"`
 }
+
+// The first-boot provisioners of a template's image.
+const (
+	ProvisionerCloudInit = "cloud-init"
+	ProvisionerIgnition  = "ignition"
+)
 
 // NIC is one network interface of the guest.
 type NIC struct {
@@ -77,6 +87,13 @@ func ReadConfig(path string) (*Config, error) {
 	switch {
 	case c.VMID == "" || c.Base == "" || c.Disk == "" || len(c.UsrLayers) == 0:
 		return nil, fmt.Errorf("guest config %s: vmID, base, disk and usrLayers are required", path)
+	}
+	switch c.Provisioner {
+	case "":
+		c.Provisioner = ProvisionerCloudInit
+	case ProvisionerCloudInit, ProvisionerIgnition:
+	default:
+		return nil, fmt.Errorf("guest config %s: provisioner %q: want %q or %q", path, c.Provisioner, ProvisionerCloudInit, ProvisionerIgnition)
 	}
 	if c.StopTimeout.Duration <= 0 {
 		c.StopTimeout.Duration = 20 * time.Second
