@@ -169,6 +169,10 @@ E2E_PKG ?= ./test/e2e/node ./test/e2e/operator
 E2E_RUN ?=
 # The -run pattern of make e2e-workload: make e2e-workload WORKLOAD_RUN=TestQuickStart
 WORKLOAD_RUN ?=
+# Without WORKLOAD_RUN, make e2e-workload runs these test processes side by side, each with its
+# own lab, simulator and management cluster (hack/e2e.sh, E2E_PARALLEL).
+WORKLOAD_JOBS = ./test/guest ./test/e2e/workload@TestWorkloadCluster './test/e2e/workload@TestKubeVipFlavor|TestIgnitionFlavor'
+
 
 .PHONY: e2e
 e2e: ## Real single-node cluster (kubelet, containerd) in private namespaces: the charts installed from our images, as users run them. Needs root.
@@ -176,7 +180,7 @@ e2e: ## Real single-node cluster (kubelet, containerd) in private namespaces: th
 
 .PHONY: e2e-workload
 e2e-workload: ## Real workload clusters: simulator VMs boot real nodes, kubeadm through Cluster API's KCP and CABPK, MHC remediation, rollouts, scaling, reboots. Needs root.
-	hack/e2e.sh ./test/guest ./test/e2e/workload -v -timeout 45m $(if $(WORKLOAD_RUN),-run '$(WORKLOAD_RUN)')
+	$(if $(WORKLOAD_RUN),hack/e2e.sh ./test/guest ./test/e2e/workload -v -timeout 45m -run '$(WORKLOAD_RUN)',E2E_PARALLEL=1 hack/e2e.sh $(WORKLOAD_JOBS) -v -timeout 45m)
 
 .PHONY: node-assets
 node-assets: ## Build (once) kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and pause into bin/node.

@@ -5,6 +5,11 @@
 #   hack/e2e.sh [PACKAGES] [-run REGEXP] [-v] [-count N] [-timeout D] [-- other test binary flags]
 #   hack/e2e.sh                                 # ./test/e2e/node ./test/e2e/operator
 #   hack/e2e.sh ./test/e2e/node -run TestNode
+#   E2E_PARALLEL=1 hack/e2e.sh ./test/guest ./test/e2e/workload@TestA ./test/e2e/workload@'TestB|TestC'
+#
+# A package argument <package>@<regexp> runs only those tests of it, in a test process of its
+# own; with E2E_PARALLEL=1 the test processes run side by side (each in its own namespaces),
+# their outputs printed as each ends.
 #
 # It needs root and Linux namespaces. It installs the Debian packages when missing
 # (hack/e2e-prereqs.sh), builds the binaries (hack/envtest-assets.sh, hack/node-assets.sh, both
@@ -158,15 +163,60 @@ export KUBEBUILDER_ASSETS NODE_ASSETS HELM CLUSTERCTL CAPOV_E2E=1
 mkdir -p "${root}/bin/e2e"
 out="$(mktemp -d "${root}/bin/e2e/run.XXXXXX")"
 trap 'rm -rf "${out}"' EXIT
-mapfile -t list < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep -v '^$')
-[[ ${#list[@]} -gt 0 ]] || { log "no test package in ${pkgs[*]}"; exit 1; }
-rc=0
-for entry in "${list[@]}"; do
-  pkg="${entry%% *}" dir="${entry#* }"
-  bin="${out}/$(echo "${pkg}" | tr '/' '_').test"
-  log "building ${pkg}"
-  go test -c -o "${bin}" "${pkg}"
-  log "running ${pkg} in private namespaces"
-  unshare --net --mount --propagation private --fork -- "${root}/hack/e2e.sh" --inside "${dir}" "${bin}" "${targs[@]}" || rc=$?
+# A package argument may name a subset of its tests: <package>@<-run regexp>; the same package
+# may be given several times (each subset runs in a test process, and a world, of its own).
+args=() runs=()
+for p in "${pkgs[@]}"; do
+  if [[ "${p}" == *@* ]]; then args+=("${p%%@*}") runs+=("${p#*@}"); else args+=("${p}") runs+=(""); fi
 done
+declare -A dirs=() bins=()
+while read -r pkg dir; do
+  [[ -n "${pkg}" ]] && dirs["${pkg}"]="${dir}"
+done < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${args[@]}")
+[[ ${#dirs[@]} -gt 0 ]] || { log "no test package in ${pkgs[*]}"; exit 1; }
+jobs=()
+for i in "${!args[@]}"; do
+  pkg="$(cd "${root}" && go list "${args[i]}")"
+  [[ -n "${dirs[${pkg}]:-}" ]] || continue
+  if [[ -z "${bins[${pkg}]:-}" ]]; then
+    bins["${pkg}"]="${out}/$(echo "${pkg}" | tr '/' '_').test"
+    log "building ${pkg}"
+    go test -c -o "${bins[${pkg}]}" "${pkg}"
+  fi
+  jobs+=("${pkg}|${runs[i]}")
+done
+
+# desc <pkg|run>: how a job is named in the log.
+desc() { if [[ -n "${1#*|}" ]]; then echo "${1%%|*} (-run ${1#*|})"; else echo "${1%%|*}"; fi; }
+
+# run_job <pkg|run>: one test process in private namespaces.
+run_job() {
+  local pkg="${1%%|*}" run="${1#*|}" extra=()
+  [[ -n "${run}" ]] && extra=("-test.run=${run}")
+  unshare --net --mount --propagation private --fork -- "${root}/hack/e2e.sh" --inside "${dirs[${pkg}]}" "${bins[${pkg}]}" "${targs[@]}" "${extra[@]}"
+}
+
+rc=0
+if [[ "${E2E_PARALLEL:-}" == 1 && ${#jobs[@]} -gt 1 ]]; then
+  # Side by side: each process has its own network, mount and PID namespaces and cgroups.
+  # Their outputs are printed one after the other as they end, in the order given.
+  pids=()
+  for i in "${!jobs[@]}"; do
+    log "running $(desc "${jobs[i]}") in private namespaces, beside the others"
+    run_job "${jobs[i]}" >"${out}/job-${i}.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!jobs[@]}"; do
+    jrc=0
+    wait "${pids[i]}" || jrc=$?
+    log "=== $(desc "${jobs[i]}"): exit ${jrc}"
+    cat "${out}/job-${i}.log"
+    [[ ${jrc} -eq 0 ]] || rc=${jrc}
+  done
+else
+  for j in "${jobs[@]}"; do
+    log "running $(desc "${j}") in private namespaces"
+    run_job "${j}" || rc=$?
+  done
+fi
 exit "${rc}"

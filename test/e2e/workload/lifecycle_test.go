@@ -340,7 +340,9 @@ func testClusterDeletion(t *testing.T, ctx context.Context, c *workloadCluster) 
 	if g := w.guests(); len(g) > 0 {
 		t.Errorf("guests left after the cluster was deleted: %v", g)
 	}
-	trees, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "capov-guests-*", "*"))
+	// This world's guests: the cgroup trees of its simulator (other test processes may run
+	// their own guests beside it).
+	trees, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", fmt.Sprintf("capov-guests-%d", w.stack.SimProcess.PID()), "*"))
 	for _, tr := range trees {
 		if fi, err := os.Stat(tr); err == nil && fi.IsDir() {
 			t.Errorf("guest cgroup left after the cluster was deleted: %s", tr)
