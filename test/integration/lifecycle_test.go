@@ -105,7 +105,7 @@ func TestMachineLifecycle(t *testing.T) {
 	g.Expect(vm.Type).To(Equal("server"))
 	g.Expect(vm.CustomScript).To(Equal(bootstrap))
 	g.Expect(vm.OSType).To(Equal("rhcos_x64"))
-	g.Expect(vm.HostName).To(BeEmpty(), "Ignition sets its own host name")
+	g.Expect(vm.HostName).To(Equal(om.Name), "the Engine writes it into the Ignition config; kubeadm names the Node after it")
 	g.Expect(got.Status.VMName).To(Equal(om.Name))
 	g.Expect(vm.Comment).To(ContainSubstring(string(got.UID)))
 	g.Expect(vm.Disks).To(HaveLen(1))

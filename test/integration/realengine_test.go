@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -168,7 +169,16 @@ func TestRealisticBootstrapPairsBoot(t *testing.T) {
 	init2, err := sim.Initialization(vm2.ID)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(init2.Format).To(Equal("ignition"))
-	g.Expect(init2.UserData).To(Equal(ignitionConfig))
+	// The config as CAPOV sent it, with the Engine's /etc/hostname entry for the VM's host name
+	// (the Machine's name) merged into storage.files (IgnitionHandler.handleHostname).
+	var got, sent map[string]any
+	g.Expect(json.Unmarshal([]byte(init2.UserData), &got)).To(Succeed())
+	g.Expect(json.Unmarshal([]byte(ignitionConfig), &sent)).To(Succeed())
+	files := got["storage"].(map[string]any)["files"].([]any)
+	g.Expect(files[len(files)-1]).To(Equal(map[string]any{"filesystem": "root", "path": "/etc/hostname", "mode": float64(420),
+		"contents": map[string]any{"source": "data:," + om2.Name}}))
+	g.Expect(got["ignition"]).To(Equal(sent["ignition"]))
+	g.Expect(got["passwd"]).To(Equal(sent["passwd"]))
 	for _, o := range []*infrav1.OVirtMachine{om, om2} {
 		deleteAndWait(t, o)
 	}
