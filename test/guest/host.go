@@ -320,7 +320,8 @@ func (h *Host) Remove(id string) error {
 	return os.RemoveAll(h.vmDir(id))
 }
 
-// Close powers every guest off.
+// Close powers every guest off and removes this process's cgroup trees (capov-guests-<pid>),
+// empty once the guests are gone.
 func (h *Host) Close() {
 	h.mu.Lock()
 	ids := make([]string, 0, len(h.guests))
@@ -330,6 +331,11 @@ func (h *Host) Close() {
 	h.mu.Unlock()
 	for _, id := range ids {
 		h.PowerOff(id)
+	}
+	for _, m := range cgroupHierarchies() {
+		if err := os.Remove(filepath.Join(m, cgroupPrefix+strconv.Itoa(os.Getpid()))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.logf("removing the guests' cgroup tree in %s: %v", m, err)
+		}
 	}
 }
 
