@@ -6,18 +6,33 @@
 # yields the CPU to the tests whenever they want it, so a cold run hides most of the node
 # binaries' build behind the tests. On a warm machine every step returns at once.
 #
-# It first installs the Debian packages of the real node (network-bound), then waits until
-# `make test` has built the envtest binaries (kube-apiserver shares most of its packages with
-# the node binaries: building both at once would compile those packages twice), then builds
-# the node binaries. Everything it builds is what `make e2e` would build itself (the same
-# scripts, the same caches), so a failure here is repeated, and reported, by `make e2e`.
+# It installs the Debian packages of the real node (network-bound) and, meanwhile, builds
+# golangci-lint and fills its analysis cache (`make lint`, which takes a lock: the lint phase
+# that ends `make test` waits for this run and then finds every result cached). Then it waits
+# until `make test` has built the envtest binaries (the node binaries share most of their
+# packages with kube-apiserver: building both at once would compile those packages twice), and
+# builds the node binaries. Everything it builds is what `make test` and `make e2e` would build
+# themselves (the same scripts, the same caches), so a failure here is repeated, and reported,
+# by them.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 log() { echo "ci-prebuild: $* ($(date -u +%T))"; }
 
-log "installing the Debian packages of the real node"
-"${root}/hack/e2e-prereqs.sh" || log "the Debian packages failed; make e2e will try again"
+log "installing the Debian packages of the real node; meanwhile golangci-lint at nice 19"
+"${root}/hack/e2e-prereqs.sh" >"${root}/bin/ci-prebuild-apt.log" 2>&1 &
+apt=$!
+if nice -n 19 make --no-print-directory lint >"${root}/bin/ci-prebuild-lint.log" 2>&1; then
+  log "golangci-lint built, its cache warm"
+else
+  log "make lint failed here (bin/ci-prebuild-lint.log); the lint phase of make test reports it"
+fi
+if wait "${apt}"; then
+  log "Debian packages installed"
+else
+  cat "${root}/bin/ci-prebuild-apt.log"
+  log "the Debian packages failed; make e2e will try again"
+fi
 
 log "waiting for make test to build the envtest binaries"
 k8s="${ENVTEST_K8S_VERSION:-1.36.3}"

@@ -21,6 +21,11 @@ log() { echo "ipam-provider: $*" >&2; }
 entry="ipam/${VERSION}"
 out="${root}/bin/${entry}"
 complete() { [[ -x "${out}/manager" && -d "${out}/crds" ]]; }
+# Test packages that run at once (conformance, chaos) may both ask for it: one builds, the other
+# waits for that build instead of compiling the same packages beside it.
+mkdir -p "${root}/bin"
+exec 9>"${root}/bin/.ipam-provider.lock"
+flock 9
 if complete || { cache_restore "${entry}" && complete; }; then
   cache_save "${entry}"
   echo "${out}"
