@@ -43,6 +43,14 @@ const DefaultInventoryPageSize = 200
 // maxOrphanNames is how many orphaned VMs the OrphanedVMs condition names.
 const maxOrphanNames = 10
 
+// maxInventoryPages bounds the pages of one inventory (a million VMs in pages of 100): an Engine
+// that kept answering new VMs past it would otherwise never let the inventory end.
+const maxInventoryPages = 10000
+
+// eventOddMarker reports a VM whose owner marker names this management cluster but that the
+// inventory cannot judge: a name no object can have, or an object this manager cannot read.
+const eventOddMarker = "OddOwnerMarker"
+
 // vmObservation is what the inventory knows about one VM.
 type vmObservation int
 
@@ -115,6 +123,8 @@ type providerInventory struct {
 	vms      map[string]*inventoryVM
 	// orphans are the orphaned VMs reported last, by id.
 	orphans map[string]bool
+	// odd are the VMs reported with an odd owner marker (eventOddMarker), by description.
+	odd map[string]bool
 }
 
 // inventoryVM is one VM of an inventory.
@@ -126,6 +136,9 @@ type inventoryVM struct {
 	missing int
 	// orphanSince is when the VM was first found without its OVirtMachine (zero: not an orphan).
 	orphanSince time.Time
+	// downOrphanSince is when the orphan was first seen down, since when it has been down at
+	// every inventory (zero: not an orphan, or not down). Removal counts the grace period from it.
+	downOrphanSince time.Time
 }
 
 // InventoryMetrics are the gauges of the inventory, per provider.
@@ -305,14 +318,24 @@ func (inv *Inventory) RunOnce(ctx context.Context, p *infrav1.OVirtProvider) boo
 			return false
 		}
 		complete = complete && pg.Complete
+		added := 0
 		for _, vm := range pg.VMs {
 			// A VM created or removed during the inventory shifts the pages: one may show twice.
 			if !seen[vm.ID] {
 				seen[vm.ID] = true
 				vms = append(vms, vm)
+				added++
 			}
 		}
 		if len(pg.VMs) < inv.pageSize() {
+			break
+		}
+		if added == 0 || page >= maxInventoryPages {
+			// A full page of VMs listed already: the Engine (or a proxy before it) ignores the
+			// page parameter and would answer the same page forever. What was listed is kept;
+			// the VMs beyond it are read by their machines (missing from the inventory).
+			log.Info("The Engine answered a full page with VMs already listed: it ignores paging; the inventory keeps the VMs listed so far",
+				"page", page, "vms", len(vms))
 			break
 		}
 	}
@@ -332,11 +355,17 @@ func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVi
 	}
 	first := !pi.done
 	listed := map[string]bool{}
+	var odd []string
 	for i := range vms {
 		vm := prunedVM(vms[i])
 		owner, ok := parseOwnerMarker(vm.Comment)
 		if !ok || owner.cluster != inv.ManagementClusterID {
 			continue // the Engine's match is a LIKE: only the exact field counts
+		}
+		if why := invalidOwner(owner); why != "" {
+			// No object can have that name: not an orphan of anything, never acted on.
+			odd = append(odd, fmt.Sprintf("VM %s (%s): %s", vm.Name, vm.ID, why))
+			continue
 		}
 		id := strings.ToLower(vm.ID)
 		listed[id] = true
@@ -387,7 +416,7 @@ func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVi
 	if inv.WatchFilterValue == "" || p.Labels[clusterv1.WatchLabel] == inv.WatchFilterValue {
 		// Every manager takes the inventory of every provider its machines may use; only the
 		// provider's own manager (its watch filter) reports on it and acts on its orphans.
-		inv.reportOrphans(ctx, log, p, cl, len(listed))
+		inv.reportOrphans(ctx, log, p, cl, len(listed), odd)
 	}
 }
 
@@ -480,11 +509,15 @@ type orphan struct {
 	vm    ovirt.VM
 	owner vmOwner
 	since time.Time
+	// downSince is when it was first seen down, down ever since (zero: not down).
+	downSince time.Time
 }
 
-// reportOrphans finds the VMs of the inventory whose OVirtMachine does not exist, reports them on
-// the provider and, with spec.orphanedVMs Delete, removes those past their grace period.
-func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, total int) {
+// reportOrphans finds the VMs of the inventory whose OVirtMachine does not exist and that no
+// OVirtMachine names by VM id, reports them on the provider and, with spec.orphanedVMs Delete,
+// removes those that have been down for their whole grace period. A VM whose object it cannot
+// check is skipped and reported (odd, with the VMs whose marker names no possible object).
+func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, total int, odd []string) {
 	now := inv.now()
 	inv.mu.Lock()
 	pi := inv.providers[p.Name]
@@ -503,25 +536,37 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 	var orphans []orphan
 	for _, c := range candidates {
 		gone, err := inv.machineGone(ctx, c.e.owner)
+		if err == nil && gone {
+			var referenced bool
+			referenced, err = inv.referenced(ctx, c.id)
+			gone = !referenced
+		}
 		if err != nil {
-			log.Error(err, "Checking whether the OVirtMachine of a VM exists", "vmID", c.e.vm.ID)
-			return
+			odd = append(odd, fmt.Sprintf("VM %s (%s): cannot read OVirtMachine %s/%s: %v", c.e.vm.Name, c.e.vm.ID, c.e.owner.namespace, c.e.owner.name, err))
+			gone = false
 		}
 		inv.mu.Lock()
 		e := pi.vms[c.id]
 		if e != nil {
 			switch {
 			case !gone:
-				e.orphanSince = time.Time{}
+				e.orphanSince, e.downOrphanSince = time.Time{}, time.Time{}
 			case e.orphanSince.IsZero():
 				e.orphanSince = now
 			}
+			switch {
+			case !gone || e.vm.Status != ovirt.VMStatusDown:
+				e.downOrphanSince = time.Time{}
+			case e.downOrphanSince.IsZero():
+				e.downOrphanSince = now
+			}
 			if gone {
-				orphans = append(orphans, orphan{vm: e.vm, owner: e.owner, since: e.orphanSince})
+				orphans = append(orphans, orphan{vm: e.vm, owner: e.owner, since: e.orphanSince, downSince: e.downOrphanSince})
 			}
 		}
 		inv.mu.Unlock()
 	}
+	inv.reportOdd(log, p, pi, odd)
 	slices.SortFunc(orphans, func(a, b orphan) int { return strings.Compare(a.vm.Name, b.vm.Name) })
 
 	var removed, blocked []string
@@ -533,6 +578,16 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 		}
 		for _, o := range orphans {
 			if now.Sub(o.since) < grace {
+				continue
+			}
+			if o.downSince.IsZero() {
+				// A running orphan is never stopped: the VM may be moving to another management
+				// cluster whose manager is late, or somebody's who took it over in oVirt.
+				blocked = append(blocked, fmt.Sprintf("VM %s (%s) is not down (%s): an orphan is removed only once it has been down for "+
+					"spec.orphanedVMsGracePeriod; CAPOV never stops it: stop it in oVirt to let it be removed", o.vm.Name, o.vm.ID, o.vm.Status))
+				continue
+			}
+			if now.Sub(o.downSince) < grace {
 				continue
 			}
 			done, why := inv.removeOrphan(ctx, log, p, cl, o)
@@ -600,12 +655,66 @@ func (inv *Inventory) machineGone(ctx context.Context, o vmOwner) (bool, error) 
 	return false, err
 }
 
-// removeOrphan removes an orphaned VM past its grace period, with the data-safety rules of a
-// machine deletion: the VM is read again and must still carry this management cluster's marker
-// for an OVirtMachine that still does not exist; a VM with a disk that is not bootable (a CSI
-// volume, a data disk: nothing recorded it as a system disk) attached is left alone; a VM that is
-// not down is stopped first (removed at a later inventory). It returns whether the VM is gone,
-// or why it is left.
+// referenced reports whether an OVirtMachine of the cache names the VM by id (status.vmID or
+// spec.providerID): a VM after a move or a restore, whose marker still names the old object.
+func (inv *Inventory) referenced(ctx context.Context, vmID string) (bool, error) {
+	list := &infrav1.OVirtMachineList{}
+	if err := inv.Client.List(ctx, list, client.MatchingFields{vmIDIndex: strings.ToLower(vmID)}); err != nil {
+		return false, err
+	}
+	return len(list.Items) > 0, nil
+}
+
+// referencedByAnyMachine asks the API server itself (not the cache, which may lag behind an
+// object just created or restored) whether any OVirtMachine of this management cluster names the
+// VM by id: the last check before a removal.
+func (inv *Inventory) referencedByAnyMachine(ctx context.Context, vmID string) (bool, error) {
+	opts := []client.ListOption{client.Limit(500)}
+	for {
+		list := &infrav1.OVirtMachineList{}
+		if err := inv.APIReader.List(ctx, list, opts...); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if slices.Contains(machineVMIDs(&list.Items[i]), strings.ToLower(vmID)) {
+				return true, nil
+			}
+		}
+		if list.Continue == "" {
+			return false, nil
+		}
+		opts = []client.ListOption{client.Limit(500), client.Continue(list.Continue)}
+	}
+}
+
+// reportOdd reports, once each, the VMs whose owner marker names this management cluster but
+// that the inventory cannot judge; they are never counted as orphans nor acted on.
+func (inv *Inventory) reportOdd(log logr.Logger, p *infrav1.OVirtProvider, pi *providerInventory, odd []string) {
+	current := map[string]bool{}
+	var fresh []string
+	inv.mu.Lock()
+	for _, o := range odd {
+		current[o] = true
+		if !pi.odd[o] {
+			fresh = append(fresh, o)
+		}
+	}
+	pi.odd = current
+	inv.mu.Unlock()
+	for _, o := range fresh {
+		log.Info("A VM carries this management cluster's owner marker but cannot be judged; it is left alone", "vm", o)
+		inv.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventOddMarker, "Inventory",
+			"Leaving alone %s: fix or remove its owner marker in oVirt (the VM's comment)", o)
+	}
+}
+
+// removeOrphan removes an orphan that has been down for its whole grace period, with the
+// data-safety rules of a machine deletion: the VM is read again and must still be down and carry
+// this management cluster's marker for an OVirtMachine that still does not exist, and the API
+// server itself (not the cache) must know no OVirtMachine that names the VM by id; a VM with a
+// disk that is not bootable (a CSI volume, a data disk: nothing recorded it as a system disk)
+// attached is left alone. CAPOV never stops an orphan. It returns whether the VM is gone, or why
+// it is left.
 func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, o orphan) (bool, string) {
 	log = log.WithValues("vmID", o.vm.ID, "vmName", o.vm.Name, "markedFor", o.owner.namespace+"/"+o.owner.name)
 	vm, err := cl.GetVM(ctx, o.vm.ID)
@@ -622,6 +731,17 @@ func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infr
 		return false, ""
 	}
 	if gone, err := inv.machineGone(ctx, owner); err != nil || !gone {
+		return false, ""
+	}
+	if vm.Status != ovirt.VMStatusDown {
+		// Started again since the inventory: it is no longer due (the grace period starts over
+		// once it is seen down).
+		return false, ""
+	}
+	if ref, err := inv.referencedByAnyMachine(ctx, vm.ID); err != nil || ref {
+		if err != nil {
+			log.Info("Cannot check whether an OVirtMachine names the orphaned VM; retrying at the next inventory", "error", err.Error())
+		}
 		return false, ""
 	}
 	disks, err := cl.ListDiskAttachments(ctx, vm.ID)
@@ -644,17 +764,6 @@ func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infr
 			inv.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventOrphanNotDeleted, "RemoveOrphanedVM", "Not removing orphaned %s", why)
 		}
 		return false, why
-	}
-	if vm.Status != ovirt.VMStatusDown {
-		if vm.Status == ovirt.VMStatusImageLocked {
-			return false, ""
-		}
-		if err := cl.Power(ctx, vm.ID, ovirt.PowerStop); err != nil {
-			log.Info("Cannot stop the orphaned VM; retrying at the next inventory", "error", err.Error())
-			return false, ""
-		}
-		log.Info("Stopped the orphaned VM; it is removed once down")
-		return false, ""
 	}
 	if err := cl.RemoveVM(ctx, vm.ID); err != nil {
 		if ovirtNotFound(err) {

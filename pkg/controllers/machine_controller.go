@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,9 +43,24 @@ import (
 // providerIndex indexes OVirtMachines by spec.provider.
 const providerIndex = "spec.provider"
 
-// vmIDIndex indexes OVirtMachines by status.vmID (lower-case), to map workload Nodes, whose
-// SMBIOS system UUID is the VM id, to their machine.
+// vmIDIndex indexes OVirtMachines by the VM ids they name (lower-case): status.vmID and the id
+// in spec.providerID (all a machine has after a move or a restore). It maps workload Nodes,
+// whose SMBIOS system UUID is the VM id, to their machine, and tells the inventory that a VM
+// whose marker names a gone object is still wanted.
 const vmIDIndex = "status.vmID"
+
+// machineVMIDs is vmIDIndex's extractor.
+func machineVMIDs(o client.Object) []string {
+	om := o.(*infrav1.OVirtMachine)
+	var ids []string
+	if id := om.Status.VMID; id != "" {
+		ids = append(ids, strings.ToLower(id))
+	}
+	if id, ok := infrav1.VMIDFromProviderID(om.Spec.ProviderID); ok && !slices.Contains(ids, strings.ToLower(id)) {
+		ids = append(ids, strings.ToLower(id))
+	}
+	return ids
+}
 
 // ClearFailureAnnotation asks the manager to clear status.deprecated.v1beta1.failureReason and
 // failureMessage (the v1beta1 status.failureReason and status.failureMessage). The admission
@@ -153,12 +169,7 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}); err != nil {
 		return fmt.Errorf("indexing OVirtMachines by provider: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.OVirtMachine{}, vmIDIndex, func(o client.Object) []string {
-		if id := o.(*infrav1.OVirtMachine).Status.VMID; id != "" {
-			return []string{strings.ToLower(id)}
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.OVirtMachine{}, vmIDIndex, machineVMIDs); err != nil {
 		return fmt.Errorf("indexing OVirtMachines by VM id: %w", err)
 	}
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.OVirtMachineList{}, mgr.GetScheme())

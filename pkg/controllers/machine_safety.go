@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
@@ -417,4 +418,16 @@ func (r *OVirtMachineReconciler) clearStaleConnectionFailure(ctx context.Context
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventConnectionFailureCleared, "Connect",
 		"OVirtProvider %s changed and connects again: cleared failureReason %s", p.Name, infrav1.OVirtEngineConnectionCriticalFailure)
 	return true, nil
+}
+
+// invalidOwner says why no OVirtMachine can have the namespace and name an owner marker names
+// ("" when one can): an oVirt user edited the comment, or it was written by hand.
+func invalidOwner(o vmOwner) string {
+	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
+		return fmt.Sprintf("its owner marker names namespace %q, which cannot exist (%s)", o.namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(o.name); len(errs) > 0 {
+		return fmt.Sprintf("its owner marker names OVirtMachine %q, which cannot exist (%s)", o.name, strings.Join(errs, "; "))
+	}
+	return ""
 }

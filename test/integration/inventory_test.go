@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/ovirt"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 )
@@ -275,7 +276,23 @@ func TestInventory(t *testing.T) {
 		p.Spec.OrphanedVMs = infrav1.OrphanedVMsDelete
 		p.Spec.OrphanedVMsGracePeriod = &metav1.Duration{Duration: time.Second}
 		g.Expect(k8s.Patch(ctx, p, client.MergeFrom(base))).To(Succeed())
-		g.Eventually(func() bool { _, ok := sim.VM(vmA.ID); return ok }, timeout, interval).Should(BeFalse(), "the orphan is stopped, then removed")
+		// Both run: CAPOV never stops an orphan, it says so.
+		g.Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: inventoryProvider}, p)).To(Succeed())
+			g.Expect(conditions.GetReason(p, infrav1.OrphanedVMsCondition)).To(Equal(infrav1.OrphanedVMsNotDeletableReason))
+			g.Expect(conditions.GetMessage(p, infrav1.OrphanedVMsCondition)).To(ContainSubstring("is not down"))
+		}, timeout, interval).Should(Succeed())
+		time.Sleep(2 * inventoryInterval)
+		for _, vm := range []ovirtsim.VMState{vmA, vmB} {
+			now, ok := sim.VM(vm.ID)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(now.Status).To(Equal("up"), "a running orphan is never stopped")
+		}
+		// The admin stops them in oVirt: down for the grace period, the one without a CSI disk goes.
+		for _, vm := range []ovirtsim.VMState{vmA, vmB} {
+			g.Expect(ovirtClient(t).Power(ctx, vm.ID, ovirt.PowerStop)).To(Succeed())
+		}
+		g.Eventually(func() bool { _, ok := sim.VM(vmA.ID); return ok }, timeout, interval).Should(BeFalse(), "down for the grace period: removed")
 		g.Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: inventoryProvider}, p)).To(Succeed())
 			g.Expect(conditions.GetReason(p, infrav1.OrphanedVMsCondition)).To(Equal(infrav1.OrphanedVMsNotDeletableReason))
