@@ -123,7 +123,7 @@ type providerInventory struct {
 	vms      map[string]*inventoryVM
 	// orphans are the orphaned VMs reported last, by id.
 	orphans map[string]bool
-	// odd are the VMs reported with an odd owner marker (eventOddMarker), by description.
+	// odd are the VMs reported with an odd owner marker (eventOddMarker), by id.
 	odd map[string]bool
 }
 
@@ -355,7 +355,7 @@ func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVi
 	}
 	first := !pi.done
 	listed := map[string]bool{}
-	var odd []string
+	var odd []oddVM
 	for i := range vms {
 		vm := prunedVM(vms[i])
 		owner, ok := parseOwnerMarker(vm.Comment)
@@ -364,7 +364,7 @@ func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVi
 		}
 		if why := invalidOwner(owner); why != "" {
 			// No object can have that name: not an orphan of anything, never acted on.
-			odd = append(odd, fmt.Sprintf("VM %s (%s): %s", vm.Name, vm.ID, why))
+			odd = append(odd, oddVM{id: vm.ID, what: fmt.Sprintf("VM %s (%s): %s", vm.Name, vm.ID, why)})
 			continue
 		}
 		id := strings.ToLower(vm.ID)
@@ -517,7 +517,7 @@ type orphan struct {
 // OVirtMachine names by VM id, reports them on the provider and, with spec.orphanedVMs Delete,
 // removes those that have been down for their whole grace period. A VM whose object it cannot
 // check is skipped and reported (odd, with the VMs whose marker names no possible object).
-func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, total int, odd []string) {
+func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, total int, odd []oddVM) {
 	now := inv.now()
 	inv.mu.Lock()
 	pi := inv.providers[p.Name]
@@ -542,7 +542,8 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 			gone = !referenced
 		}
 		if err != nil {
-			odd = append(odd, fmt.Sprintf("VM %s (%s): cannot read OVirtMachine %s/%s: %v", c.e.vm.Name, c.e.vm.ID, c.e.owner.namespace, c.e.owner.name, err))
+			odd = append(odd, oddVM{id: c.e.vm.ID, what: fmt.Sprintf("VM %s (%s): cannot read OVirtMachine %s/%s: %v",
+				c.e.vm.Name, c.e.vm.ID, c.e.owner.namespace, c.e.owner.name, err)})
 			gone = false
 		}
 		inv.mu.Lock()
@@ -687,24 +688,30 @@ func (inv *Inventory) referencedByAnyMachine(ctx context.Context, vmID string) (
 	}
 }
 
-// reportOdd reports, once each, the VMs whose owner marker names this management cluster but
-// that the inventory cannot judge; they are never counted as orphans nor acted on.
-func (inv *Inventory) reportOdd(log logr.Logger, p *infrav1.OVirtProvider, pi *providerInventory, odd []string) {
+// oddVM is a VM whose owner marker names this management cluster but that the inventory cannot
+// judge, and why.
+type oddVM struct {
+	id, what string
+}
+
+// reportOdd reports, once per VM while it stays odd, the VMs the inventory cannot judge; they are
+// never counted as orphans nor acted on.
+func (inv *Inventory) reportOdd(log logr.Logger, p *infrav1.OVirtProvider, pi *providerInventory, odd []oddVM) {
 	current := map[string]bool{}
-	var fresh []string
+	var fresh []oddVM
 	inv.mu.Lock()
 	for _, o := range odd {
-		current[o] = true
-		if !pi.odd[o] {
+		current[o.id] = true
+		if !pi.odd[o.id] {
 			fresh = append(fresh, o)
 		}
 	}
 	pi.odd = current
 	inv.mu.Unlock()
 	for _, o := range fresh {
-		log.Info("A VM carries this management cluster's owner marker but cannot be judged; it is left alone", "vm", o)
+		log.Info("A VM carries this management cluster's owner marker but cannot be judged; it is left alone", "vm", o.what)
 		inv.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventOddMarker, "Inventory",
-			"Leaving alone %s: fix or remove its owner marker in oVirt (the VM's comment)", o)
+			"Leaving alone %s: fix or remove its owner marker in oVirt (the VM's comment)", o.what)
 	}
 }
 
