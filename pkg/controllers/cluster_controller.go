@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,30 +126,12 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}()
 
-	if !oc.DeletionTimestamp.IsZero() {
-		v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1.ConditionSeverityInfo, "deleting")
-		if _, moving := oc.Annotations[deleteForMoveAnnotation]; moving {
-			// clusterctl move deletes the source objects: the groups move with the cluster (the
-			// target's OVirtCluster adopts them by name and marker).
-			ctrl.LoggerFrom(ctx).Info("Deleted for clusterctl move: keeping the affinity groups in oVirt", "groups", len(oc.Status.AffinityGroups))
-		} else if r.Connector != nil {
-			// The affinity groups go with the cluster; the finalizer stays until they are gone.
-			if done, err := r.deleteGroups(ctx, oc); err != nil || !done {
-				return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, err
-			}
-		}
-		if _, moving := oc.Annotations[deleteForMoveAnnotation]; !moving && oc.Spec.ControlPlaneEndpointFromPool != nil {
-			if err := r.releaseEndpoint(ctx, oc); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		r.checks.forget(req.String())
-		controllerutil.RemoveFinalizer(oc, infrav1.ClusterFinalizer)
-		return ctrl.Result{}, nil
-	}
 	clusterName := oc.Labels[clusterv1.ClusterNameLabel]
 	if cluster != nil {
 		clusterName = cluster.Name
+	}
+	if !oc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, oc, clusterName)
 	}
 	if oc.Spec.ControlPlaneEndpoint.Host == "" && oc.Spec.ControlPlaneEndpointFromPool != nil {
 		// Not provisioned without its endpoint: Cluster API would copy an empty one.
@@ -163,6 +147,65 @@ func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	return r.reconcilePlacement(ctx, oc, clusterName)
+}
+
+// reconcileDelete deletes the cluster in one order: every OVirtMachine of the cluster gone (their
+// VMs still use the control-plane endpoint and sit in the affinity groups), then the affinity
+// groups (best effort: what the Engine refuses, or a provider that no longer serves the
+// namespace, is reported and left in oVirt, never waited on forever), then the endpoint's
+// IPAddressClaim (its address is free once no machine answers on it), then the finalizer. An
+// OVirtCluster deleted for clusterctl move keeps both: they move with the cluster.
+func (r *OVirtClusterReconciler) reconcileDelete(ctx context.Context, oc *infrav1.OVirtCluster, clusterName string) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1.ConditionSeverityInfo, "deleting")
+	if _, moving := oc.Annotations[deleteForMoveAnnotation]; moving {
+		// clusterctl move deletes the source objects: the groups and the endpoint's claim move
+		// with the cluster (the target's OVirtCluster adopts them by name and marker).
+		log.Info("Deleted for clusterctl move: keeping the affinity groups in oVirt and the endpoint's claim", "groups", len(oc.Status.AffinityGroups))
+	} else {
+		left, err := r.machinesLeft(ctx, oc, clusterName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(left) > 0 {
+			v1beta1conditions.MarkFalse(oc, infrav1.ClusterReadyCondition, infrav1.DeletingReason, clusterv1.ConditionSeverityInfo,
+				"waiting for %d OVirtMachines of the cluster to be deleted (%s) before its affinity groups and control-plane endpoint are released",
+				len(left), strings.Join(left[:min(len(left), 5)], ", "))
+			// Their deletions wake the cluster (the OVirtMachine watch); the requeue is a backstop.
+			return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, nil
+		}
+		if r.Connector != nil {
+			if done, err := r.deleteGroups(ctx, oc); err != nil || !done {
+				return ctrl.Result{RequeueAfter: r.checkInterval() / 10}, err
+			}
+		}
+		if oc.Spec.ControlPlaneEndpointFromPool != nil {
+			if err := r.releaseEndpoint(ctx, oc); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	r.checks.forget(client.ObjectKeyFromObject(oc).String())
+	controllerutil.RemoveFinalizer(oc, infrav1.ClusterFinalizer)
+	return ctrl.Result{}, nil
+}
+
+// machinesLeft names the OVirtMachines of the cluster that still exist, read from the API server
+// (the cache may not hold a machine just created).
+func (r *OVirtClusterReconciler) machinesLeft(ctx context.Context, oc *infrav1.OVirtCluster, clusterName string) ([]string, error) {
+	if clusterName == "" {
+		return nil, nil
+	}
+	list := &infrav1.OVirtMachineList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(oc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName}); err != nil {
+		return nil, fmt.Errorf("listing the OVirtMachines of cluster %s: %w", clusterName, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // machineToCluster maps an OVirtMachine to the OVirtClusters of its Cluster.

@@ -93,6 +93,14 @@ type engines struct {
 // errProviderGone is an OVirtProvider that no longer exists.
 var errProviderGone = errors.New("OVirtProvider not found")
 
+// errProviderRefuses is an OVirtProvider whose spec.allowedNamespaces no longer allows the
+// cluster's namespace.
+var errProviderRefuses = errors.New("the OVirtProvider does not allow this namespace")
+
+// groupDeletionPatience is how long a deleted OVirtCluster waits for the Engine to remove its
+// affinity groups before it reports them as left in oVirt and lets the cluster go.
+const groupDeletionPatience = 30 * time.Minute
+
 func (e *engines) get(ctx context.Context, name string) (ovirt.Client, error) {
 	if c, ok := e.clients[name]; ok {
 		return c, nil
@@ -122,7 +130,7 @@ func (e *engines) connect(ctx context.Context, name string) (ovirt.Client, error
 		return nil, err
 	}
 	if !ok {
-		return nil, errors.New(why)
+		return nil, fmt.Errorf("%s: %w", why, errProviderRefuses)
 	}
 	c, _, err := e.r.Connector.Connect(ctx, p)
 	if err != nil {
@@ -423,6 +431,13 @@ func (r *OVirtClusterReconciler) deleteGroup(ctx context.Context, e *engines, oc
 			"OVirtProvider %s is gone: affinity group %s in oVirt cluster %s is left in oVirt", g.Provider, g.Name, g.OVirtCluster)
 		return true, nil
 	}
+	if errors.Is(err, errProviderRefuses) {
+		log.Info("The OVirtProvider of an affinity group no longer serves this namespace; forgetting the group (delete it in oVirt by hand)",
+			"OVirtProvider", g.Provider, "reason", err.Error())
+		r.Recorder.Eventf(oc, nil, corev1.EventTypeWarning, eventAffinityGroupFailed, "DeleteAffinityGroup",
+			"%v: affinity group %s in oVirt cluster %s is left in oVirt", err, g.Name, g.OVirtCluster)
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -468,10 +483,21 @@ func (r *OVirtClusterReconciler) deleteGroups(ctx context.Context, oc *infrav1.O
 			kept = append(kept, g)
 		}
 	}
+	if len(kept) > 0 && oc.DeletionTimestamp != nil && r.now().Sub(oc.DeletionTimestamp.Time) >= groupDeletionPatience {
+		// Best effort: the cluster does not wait for the Engine forever.
+		for _, g := range kept {
+			r.Recorder.Eventf(oc, nil, corev1.EventTypeWarning, eventAffinityGroupFailed, "DeleteAffinityGroup",
+				"Gave up deleting affinity group %s in oVirt cluster %s after %s (%v): it is left in oVirt; delete it there by hand",
+				g.Name, g.OVirtCluster, groupDeletionPatience, errors.Join(errs...))
+		}
+		ctrl.LoggerFrom(ctx).Info("Gave up deleting the cluster's affinity groups; they are left in oVirt", "groups", len(kept), "error", errors.Join(errs...))
+		oc.Status.AffinityGroups = nil
+		return true, nil
+	}
 	oc.Status.AffinityGroups = kept
 	if len(kept) > 0 {
 		v1beta1conditions.MarkFalse(oc, infrav1.AffinityGroupsReadyCondition, infrav1.AffinityGroupFailedReason, clusterv1.ConditionSeverityWarning,
-			"deleting the affinity groups: %v", errors.Join(errs...))
+			"deleting the affinity groups (given up %s after the deletion): %v", groupDeletionPatience, errors.Join(errs...))
 	}
 	return len(kept) == 0, errors.Join(errs...)
 }

@@ -103,6 +103,12 @@ func (f *clusterFixture) events() string {
 
 const prodGroup = "capov-team-a-prod-control-plane-Default"
 
+// deleteMachines deletes the fixture's OVirtMachines (a cluster's deletion waits for them).
+func (f *clusterFixture) deleteMachines(t *testing.T) {
+	t.Helper()
+	NewWithT(t).Expect(f.c.DeleteAllOf(context.Background(), &infrav1.OVirtMachine{}, client.InNamespace("team-a"))).To(Succeed())
+}
+
 func TestTheControlPlaneGroupIsCreatedOnceAndFollowsThePolicy(t *testing.T) {
 	g := NewWithT(t)
 	f := newClusterFixture(t, nil, 3)
@@ -153,6 +159,7 @@ func TestAGroupOfThatNameWithoutOurMarkerIsNeverTouched(t *testing.T) {
 	g.Expect(f.events()).To(ContainSubstring("AffinityGroupNameTaken"))
 
 	// Deleting the cluster leaves it alone too.
+	f.deleteMachines(t)
 	g.Expect(f.c.Delete(context.Background(), oc)).To(Succeed())
 	_, err = f.reconcile(t)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -198,6 +205,7 @@ func TestDeletingTheClusterDeletesItsGroupsAndWaitsForTheEngine(t *testing.T) {
 	_, err := f.reconcile(t)
 	g.Expect(err).NotTo(HaveOccurred())
 	oc, _ := f.get(t)
+	f.deleteMachines(t)
 	g.Expect(f.c.Delete(context.Background(), oc)).To(Succeed())
 
 	// The Engine is down: the finalizer stays.
@@ -243,6 +251,7 @@ func TestAGoneProviderDoesNotHoldTheClusterForever(t *testing.T) {
 	_, err := f.reconcile(t)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.c.Delete(context.Background(), &infrav1.OVirtProvider{ObjectMeta: metav1.ObjectMeta{Name: "p1"}})).To(Succeed())
+	f.deleteMachines(t)
 	oc, _ := f.get(t)
 	g.Expect(f.c.Delete(context.Background(), oc)).To(Succeed())
 	_, err = f.reconcile(t)

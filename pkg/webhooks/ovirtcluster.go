@@ -91,6 +91,24 @@ func (w *OVirtClusterWebhook) ValidateUpdate(ctx context.Context, oldC, c *infra
 		errs = append(errs, placement...)
 		warnings = append(warnings, placementWarnings...)
 	}
+	if sentAsV1beta1(ctx) {
+		var dropped []string
+		if oldC.Spec.Provider != "" && c.Spec.Provider == "" {
+			dropped = append(dropped, "spec.provider")
+		}
+		if len(oldC.Spec.FailureDomains) > 0 && len(c.Spec.FailureDomains) == 0 {
+			dropped = append(dropped, "spec.failureDomains")
+		}
+		if oldC.Spec.ControlPlaneAntiAffinity != "" && c.Spec.ControlPlaneAntiAffinity == "" {
+			dropped = append(dropped, "spec.controlPlaneAntiAffinity")
+		}
+		if oldC.Spec.ControlPlaneEndpointFromPool != nil && c.Spec.ControlPlaneEndpointFromPool == nil {
+			dropped = append(dropped, "spec.controlPlaneEndpointFromPool")
+		}
+		if len(dropped) > 0 {
+			warnings = append(warnings, droppedByV1beta1("OVirtCluster", dropped))
+		}
+	}
 	if oldC.Spec.Provider != c.Spec.Provider {
 		access, providerWarnings, err := w.checkProvider(ctx, c, path.Child("provider"))
 		if err != nil {

@@ -91,6 +91,26 @@ func (w *OVirtProviderWebhook) ValidateUpdate(ctx context.Context, oldP, p *infr
 			"an OVirtProvider cannot be updated without a credentials Secret: "+credentialsHowTo+
 				" in the same update (spec.user and spec.pass are deprecated)"))
 	}
+	if sentAsV1beta1(ctx) {
+		if oldP.Spec.AllowedNamespaces != nil && p.Spec.AllowedNamespaces == nil {
+			// Silently opening the provider to every namespace is not a side effect a v1beta1
+			// client may have by not knowing the field.
+			errs = append(errs, field.Forbidden(path.Child("allowedNamespaces"),
+				"this v1beta1 update would remove spec.allowedNamespaces, which v1beta1 cannot express (the conversion-data annotation "+
+					"was dropped or edited), and open the provider to every namespace: make this change in v1beta2 "+
+					"(kubectl edit ovirtproviders.v1beta2."+infrav1.GroupVersion.Group+" "+p.Name+"), or keep the annotation"))
+		}
+		var dropped []string
+		if oldP.Spec.OrphanedVMs != "" && p.Spec.OrphanedVMs == "" {
+			dropped = append(dropped, "spec.orphanedVMs ("+string(oldP.Spec.OrphanedVMs)+", now Report)")
+		}
+		if oldP.Spec.OrphanedVMsGracePeriod != nil && p.Spec.OrphanedVMsGracePeriod == nil {
+			dropped = append(dropped, "spec.orphanedVMsGracePeriod ("+oldP.Spec.OrphanedVMsGracePeriod.Duration.String()+")")
+		}
+		if len(dropped) > 0 {
+			warnings = append(warnings, droppedByV1beta1("OVirtProvider", dropped))
+		}
+	}
 	if len(errs) == 0 && !equality.Semantic.DeepEqual(oldP.Spec.AllowedNamespaces, p.Spec.AllowedNamespaces) {
 		shutOut, err := w.shutOutMachines(ctx, p)
 		if err != nil {

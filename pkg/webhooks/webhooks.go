@@ -167,3 +167,19 @@ func changedFields(path *field.Path, oldObj, newObj any) []*field.Path {
 	}
 	return out
 }
+
+// sentAsV1beta1 reports whether the client sent the request in v1beta1 (the API server converted
+// it to v1beta2 for admission): a v1beta1 object cannot carry v1beta2-only fields, so they arrive
+// empty unless its conversion-data annotation brought them back.
+func sentAsV1beta1(ctx context.Context) bool {
+	req, ok := requestFromContext(ctx)
+	return ok && req.RequestKind != nil && req.RequestKind.Version == "v1beta1"
+}
+
+// droppedByV1beta1 words the warning of a v1beta1 update that empties v1beta2-only fields (each
+// name with its path) the old object had.
+func droppedByV1beta1(kind string, fields []string) string {
+	return fmt.Sprintf("this v1beta1 update of the %s removes %s, which v1beta1 cannot express (its conversion-data annotation "+
+		"was dropped or edited): they are gone now; set them again in v1beta2 (kubectl edit %s.v1beta2.%s <name>)",
+		kind, strings.Join(fields, ", "), strings.ToLower(kind)+"s", infrav1.GroupVersion.Group)
+}

@@ -380,3 +380,41 @@ func TestConversionLoadModeAgainstTheServer(t *testing.T) {
 		})
 	}
 }
+
+// TestAV1beta1ReplaceCannotOpenAProviderToEveryNamespace: a v1beta1 client replaces an
+// OVirtProvider from a manifest without the conversion-data annotation (kubectl replace -f of an
+// old file): spec.allowedNamespaces, which v1beta1 cannot hold, would be gone and the provider
+// open to every namespace. The API server converts the request for admission and says it came
+// as v1beta1; the webhook refuses it and names the way (defect 10 of "Safety, third round").
+func TestAV1beta1ReplaceCannotOpenAProviderToEveryNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c, rec := newClient(t)
+	p := newProvider(uniqueName("scoped"), func(p *infrav1.OVirtProvider) {
+		p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"team-a"}}
+	})
+	g.Expect(c.Create(ctx, p)).To(Succeed())
+	rec.take()
+
+	old := &infrav1beta1.OVirtProvider{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), old)).To(Succeed())
+	g.Expect(old.Annotations).To(HaveKey(conversion.DataAnnotation))
+	delete(old.Annotations, conversion.DataAnnotation)
+	old.Spec.Engine = "https://ovirt2.example.com/ovirt-engine/api"
+	err := c.Update(ctx, old)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.allowedNamespaces"))
+	g.Expect(err.Error()).To(ContainSubstring("make this change in v1beta2"))
+	got := &infrav1.OVirtProvider{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+	g.Expect(got.Spec.AllowedNamespaces).NotTo(BeNil(), "nothing widened")
+
+	// With the annotation (read-modify-write by a v1beta1 client) the update goes through and
+	// keeps the field.
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), old)).To(Succeed())
+	old.Spec.Engine = "https://ovirt2.example.com/ovirt-engine/api"
+	g.Expect(c.Update(ctx, old)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+	g.Expect(got.Spec.AllowedNamespaces).NotTo(BeNil())
+	g.Expect(got.Spec.Engine).To(Equal("https://ovirt2.example.com/ovirt-engine/api"))
+}
