@@ -54,6 +54,9 @@ var (
 	// provider's settings (URL, credentials, TLS) changed, the provider was
 	// forgotten or the Factory was closed. Ask the Factory for a new Client.
 	ErrClosed = errors.New("client closed")
+	// ErrFenced means the write was not sent: this manager cannot prove it still holds the
+	// leader-election lease (FencedFactory), so another one may lead.
+	ErrFenced = errors.New("write fenced: this manager may no longer be the leader")
 )
 
 // Error is the error every Client method returns when an engine call fails.

@@ -289,7 +289,7 @@ func leaderLoss(ctx context.Context, r *Run) (func(context.Context) error, error
 		r.Note("leader %s frozen (SIGSTOP)", leader.Name)
 		sleep(context.WithoutCancel(ctx), 2*lease)
 		took := poll(context.WithoutCancel(ctx), 20*time.Second, 100*time.Millisecond, func() (bool, error) { return leads(follower), nil })
-		resumedAt := len(leader.Logs())
+		resumed := time.Now()
 		if err := Signal(leader, syscall.SIGCONT); err != nil {
 			r.Note("%v", err)
 		}
@@ -306,9 +306,15 @@ func leaderLoss(ctx context.Context, r *Run) (func(context.Context) error, error
 		} else {
 			r.Note("the resumed old leader %s exited (lost lease)", leader.Name)
 		}
-		if writes := oVirtWrites(leader.Logs()[resumedAt:]); len(writes) > 0 {
-			r.Note("after SIGCONT and before it noticed the lost lease, the old leader %s made %d oVirt writes (%s) while %s led",
-				leader.Name, len(writes), strings.Join(writes, ", "), follower.Name)
+		// A write that was in flight when the leader froze started before the follower led;
+		// one that starts after the resume is a stale leader's write (its lease lapsed while
+		// frozen): the write fence must stop every one.
+		if writes := oVirtWritesStartedAfter(leader.Logs(), resumed); len(writes) > 0 {
+			r.Violate("stale-leader-writes", "leader election: a leader whose lease lapsed starts no oVirt write",
+				fmt.Sprintf("after SIGCONT and before it noticed the lost lease, the old leader %s started %d oVirt writes (%s) while %s led",
+					leader.Name, len(writes), strings.Join(writes, ", "), follower.Name), "process "+leader.Name)
+		} else {
+			r.Note("the resumed old leader %s started no oVirt write", leader.Name)
 		}
 	})
 	return func(ctx context.Context) error {
@@ -325,6 +331,12 @@ func leaderLoss(ctx context.Context, r *Run) (func(context.Context) error, error
 // oVirtWrites lists the oVirt calls that change something in a --debug manager log ("Called
 // oVirt" lines), as "operation code".
 func oVirtWrites(logs string) []string {
+	return oVirtWritesStartedAfter(logs, time.Time{})
+}
+
+// oVirtWritesStartedAfter lists the writes of oVirtWrites that started after t: the line's klog
+// time (when the call returned) minus its duration.
+func oVirtWritesStartedAfter(logs string, t time.Time) []string {
 	var out []string
 	for _, l := range strings.Split(logs, "\n") {
 		if !strings.Contains(l, `"Called oVirt"`) {
@@ -334,9 +346,29 @@ func oVirtWrites(logs string) []string {
 		if op == "" || strings.HasPrefix(op, "Get") || strings.HasPrefix(op, "Find") || strings.HasPrefix(op, "List") || op == "Ping" || op == "EngineInfo" {
 			continue
 		}
+		if !t.IsZero() {
+			ended, ok := klogTime(l, t.Year())
+			d, err := time.ParseDuration(between(l, `duration="`, `"`))
+			if ok && err == nil && !ended.Add(-d).After(t) {
+				continue
+			}
+		}
 		out = append(out, op+" "+between(l, `code="`, `"`))
 	}
 	return out
+}
+
+// klogTime reads the time of a klog text line ("I1205 02:30:00.123456 ..."), in the local time
+// zone klog writes it in, in year.
+func klogTime(line string, year int) (time.Time, bool) {
+	if len(line) < 21 {
+		return time.Time{}, false
+	}
+	ts, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return ts.AddDate(year, 0, 0), true
 }
 
 func between(s, from, to string) string {

@@ -246,6 +246,12 @@ I1201 18:46:26.600000    5952 controller.go:477] "Reconciling" controller="ovirt
 I1201 18:46:27.243434    5952 call.go:97] "Called oVirt" controller="ovirtmachine" provider="chaos" operation="StartVM" duration="2ms" code="409"
 I1201 18:46:28.055416    5952 call.go:97] "Called oVirt" controller="ovirtprovider" provider="chaos" operation="Ping" duration="2ms" code="2xx"`
 	g.Expect(oVirtWrites(logs)).To(Equal([]string{"CreateVM 2xx", "StartVM 409"}))
+	resumed := time.Date(2026, 12, 1, 18, 46, 26, 520000000, time.Local)
+	g.Expect(oVirtWritesStartedAfter(logs, resumed)).To(Equal([]string{"CreateVM 2xx", "StartVM 409"}))
+	resumed = time.Date(2026, 12, 1, 18, 46, 26, 529000000, time.Local).Add(2 * time.Millisecond)
+	g.Expect(oVirtWritesStartedAfter(logs, resumed)).To(Equal([]string{"StartVM 409"}), "CreateVM started at 26.527587, before")
+	long := `I1201 18:46:40.000000    5952 call.go:97] "Called oVirt" controller="ovirtmachine" provider="chaos" operation="RemoveVM" duration="12s" code="2xx"`
+	g.Expect(oVirtWritesStartedAfter(long, time.Date(2026, 12, 1, 18, 46, 30, 0, time.Local))).To(BeEmpty(), "in flight across the freeze: started before")
 }
 
 func TestObserveFlagsWritesToOutOfBandDisks(t *testing.T) {

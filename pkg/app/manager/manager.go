@@ -31,6 +31,7 @@ import (
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/app/options"
 	"github.com/capov/capov/pkg/controllers"
+	"github.com/capov/capov/pkg/ovirt"
 	"github.com/capov/capov/pkg/ovirt/sdk"
 )
 
@@ -117,6 +118,16 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	if healthLn != nil {
 		defer healthLn.Close()
 	}
+	// With leader election, oVirt writes are fenced on the lease (leasefence.go).
+	var fence ovirt.Fence
+	if opts.LeaderElect {
+		lf, err := newLeaseFence(cfg, opts)
+		if err != nil {
+			return err
+		}
+		mgrOpts.LeaderElectionResourceLockInterface = lf
+		fence = lf.Check
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
@@ -160,7 +171,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return fmt.Errorf("setting up the CRD migrator: %w", err)
 	}
 
-	connector := &controllers.Connector{Reader: mgr.GetClient(), Namespace: opts.CredentialsNamespace, Factory: factory}
+	connector := &controllers.Connector{Reader: mgr.GetClient(), Namespace: opts.CredentialsNamespace, Factory: ovirt.FencedFactory(factory, fence)}
 	if err := (&controllers.OVirtProviderReconciler{
 		Client: mgr.GetClient(), Connector: connector, Recorder: mgr.GetEventRecorder("ovirtprovider-controller"),
 		CheckInterval: opts.ProviderCheckInterval, WatchFilterValue: opts.WatchFilter,

@@ -196,6 +196,9 @@ func (o *Options) Validate() error {
 		{validClusterID(o.ManagementClusterID), "--management-cluster-id may hold only letters, digits, '.', '_' and '-', at most 64 of them"},
 		{o.CredentialsNamespace != "", "--credentials-namespace must not be empty"},
 		{!o.LeaderElect || o.LeaseDuration > o.RenewDeadline, "--leader-elect-lease-duration must be longer than --leader-elect-renew-deadline"},
+		{!o.LeaderElect || o.RenewDeadline > fenceMargin(o.RetryPeriod)+o.RetryPeriod,
+			"--leader-elect-renew-deadline must be longer than twice --leader-elect-retry-period plus 1s: oVirt writes may start only within " +
+				"the renew deadline minus a retry period and 1s after each renewal (docs/reliability.md \"A stale leader\")"},
 	}
 	for _, c := range checks {
 		if !c.ok {

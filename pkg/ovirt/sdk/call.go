@@ -6,6 +6,8 @@ import (
 	"time"
 
 	ovirtsdk "github.com/ovirt/go-ovirt"
+
+	"github.com/capov/capov/pkg/ovirt"
 )
 
 // invoke runs one Client operation: it gets the shared connection, runs fn
@@ -68,6 +70,13 @@ func exec[T any](ctx context.Context, s *session, op string, conn *ovirtsdk.Conn
 		return zero, fmt.Errorf("waiting for the rate limiter: %w", err)
 	}
 	p.limiterWait.Observe(time.Since(waitStart).Seconds())
+	// A fenced write (ovirt.FencedFactory) is checked again here, after the limiter's wait and
+	// right before it is sent: it never starts after the fence closed.
+	if err := ovirt.CheckFence(ctx, op); err != nil {
+		p.release()
+		log.V(2).Info("Not sending an oVirt write: fenced", "operation", op, "reason", err.Error())
+		return zero, err
+	}
 
 	type result struct {
 		v   T
