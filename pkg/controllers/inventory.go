@@ -577,6 +577,8 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 			// Admission refuses less than MinOrphanedVMsGracePeriod; what is stored is honoured.
 			grace = p.Spec.OrphanedVMsGracePeriod.Duration
 		}
+		var serverRefs map[string]bool // listed once, before the first removal of this pass
+		var refsErr error
 		for _, o := range orphans {
 			if now.Sub(o.since) < grace {
 				continue
@@ -591,7 +593,13 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 			if now.Sub(o.downSince) < grace {
 				continue
 			}
-			done, why := inv.removeOrphan(ctx, log, p, cl, o)
+			if serverRefs == nil {
+				if serverRefs, refsErr = inv.referencedOnServer(ctx); refsErr != nil {
+					log.Info("Cannot list the OVirtMachines to check whether one names an orphan; retrying at the next inventory", "error", refsErr.Error())
+					break
+				}
+			}
+			done, why := inv.removeOrphan(ctx, log, p, cl, o, serverRefs)
 			switch {
 			case done:
 				removed = append(removed, o.vm.ID)
@@ -666,23 +674,24 @@ func (inv *Inventory) referenced(ctx context.Context, vmID string) (bool, error)
 	return len(list.Items) > 0, nil
 }
 
-// referencedByAnyMachine asks the API server itself (not the cache, which may lag behind an
-// object just created or restored) whether any OVirtMachine of this management cluster names the
-// VM by id: the last check before a removal.
-func (inv *Inventory) referencedByAnyMachine(ctx context.Context, vmID string) (bool, error) {
+// referencedOnServer lists every OVirtMachine of the API server itself (not the cache, which may
+// lag behind an object just created or restored) and returns the VM ids they name: the last check
+// before a removal. One list serves every removal of an inventory pass.
+func (inv *Inventory) referencedOnServer(ctx context.Context) (map[string]bool, error) {
+	ids := map[string]bool{}
 	opts := []client.ListOption{client.Limit(500)}
 	for {
 		list := &infrav1.OVirtMachineList{}
 		if err := inv.APIReader.List(ctx, list, opts...); err != nil {
-			return false, err
+			return nil, err
 		}
 		for i := range list.Items {
-			if slices.Contains(machineVMIDs(&list.Items[i]), strings.ToLower(vmID)) {
-				return true, nil
+			for _, id := range machineVMIDs(&list.Items[i]) {
+				ids[id] = true
 			}
 		}
 		if list.Continue == "" {
-			return false, nil
+			return ids, nil
 		}
 		opts = []client.ListOption{client.Limit(500), client.Continue(list.Continue)}
 	}
@@ -722,7 +731,7 @@ func (inv *Inventory) reportOdd(log logr.Logger, p *infrav1.OVirtProvider, pi *p
 // disk that is not bootable (a CSI volume, a data disk: nothing recorded it as a system disk)
 // attached is left alone. CAPOV never stops an orphan. It returns whether the VM is gone, or why
 // it is left.
-func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, o orphan) (bool, string) {
+func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, o orphan, serverRefs map[string]bool) (bool, string) {
 	log = log.WithValues("vmID", o.vm.ID, "vmName", o.vm.Name, "markedFor", o.owner.namespace+"/"+o.owner.name)
 	vm, err := cl.GetVM(ctx, o.vm.ID)
 	if err != nil {
@@ -745,10 +754,7 @@ func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infr
 		// once it is seen down).
 		return false, ""
 	}
-	if ref, err := inv.referencedByAnyMachine(ctx, vm.ID); err != nil || ref {
-		if err != nil {
-			log.Info("Cannot check whether an OVirtMachine names the orphaned VM; retrying at the next inventory", "error", err.Error())
-		}
+	if serverRefs[strings.ToLower(vm.ID)] {
 		return false, ""
 	}
 	disks, err := cl.ListDiskAttachments(ctx, vm.ID)
