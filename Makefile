@@ -101,9 +101,15 @@ generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy, v1beta1<->v1
 	mv config/webhook/manifests.yaml.tmp config/webhook/manifests.yaml
 	hack/sync-chart-crds.sh
 
+# The go command downloads at most GOMAXPROCS modules at a time: tidy, which downloads and compiles
+# nothing, runs with more (hack/lib/fetch.sh), before anything else needs the modules.
+.PHONY: tidy
+tidy: ## go mod tidy in every module (., apis, test/bench) without the workspace, GO_FETCH_PARALLEL downloads at a time.
+	for m in $(MODULES); do (cd $$m && GOMAXPROCS=$${GO_FETCH_PARALLEL:-32} GOWORK=off go mod tidy) || exit 1; done
+
 .PHONY: verify
-verify: generate ## Regenerate and fail on any diff; check go.mod/go.sum are tidy in every module and each builds without the workspace.
-	for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy && GOWORK=off go build ./...) || exit 1; done
+verify: tidy generate ## Tidy, regenerate, and fail on any diff; check every module builds without the workspace.
+	for m in $(MODULES); do (cd $$m && GOWORK=off go build ./...) || exit 1; done
 	@if [ -n "$$(git status --porcelain -- . ':!bin')" ]; then \
 		echo "verify: generated files or go.mod/go.sum are out of date; run 'make generate' and 'go mod tidy', then commit:"; \
 		git status --porcelain -- . ':!bin'; git --no-pager diff --stat; exit 1; fi

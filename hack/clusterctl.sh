@@ -15,6 +15,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 # shellcheck source=lib/cache.sh
 source "${root}/hack/lib/cache.sh"
+# shellcheck source=lib/fetch.sh
+source "${root}/hack/lib/fetch.sh"
 
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" # vX.Y.Z
 entry="tools/clusterctl-${version}"
@@ -31,6 +33,7 @@ minor="$(echo "${version#v}" | cut -d. -f2)"
 pkg=sigs.k8s.io/cluster-api/version
 ld="-s -w -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=${major} -X ${pkg}.gitMinor=${minor}"
 ld="${ld} -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+CGO_ENABLED=0 go_fetch sigs.k8s.io/cluster-api/cmd/clusterctl
 CGO_ENABLED=0 go build -trimpath -ldflags "${ld}" -o "${out}.tmp.$$" sigs.k8s.io/cluster-api/cmd/clusterctl
 mv "${out}.tmp.$$" "${out}"
 cache_save "${entry}"

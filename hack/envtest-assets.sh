@@ -21,6 +21,8 @@ ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.8}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/cache.sh
 source "${root}/hack/lib/cache.sh"
+# shellcheck source=lib/fetch.sh
+source "${root}/hack/lib/fetch.sh"
 # shellcheck source=lib/modset.sh
 source "${root}/hack/lib/modset.sh"
 log() { echo "envtest-assets: $*" >&2; }
@@ -74,7 +76,7 @@ GO
   for m in api/v3 client/pkg/v3 client/v3 pkg/v3 server/v3; do
     edits+=(-replace="go.etcd.io/etcd/${m}=go.etcd.io/etcd/${m}@v${ETCD_VERSION}")
   done
-  (cd "${d}" && go mod edit "${edits[@]}" && go build -trimpath -o "${out}/etcd.tmp" . >&2)
+  (cd "${d}" && go mod edit "${edits[@]}" && go_fetch . && go build -trimpath -o "${out}/etcd.tmp" . >&2)
   mv "${out}/etcd.tmp" "${out}/etcd"
   log "etcd ready"
 }
@@ -107,7 +109,7 @@ GO
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="${ld} -X ${p}.gitVersion=v${K8S_VERSION} -X ${p}.gitMajor=1 -X ${p}.gitMinor=${minor}"
   done
-  (cd "${d}" && go build -trimpath -ldflags "${ld}" -o "${out}/kube-apiserver.tmp" . >&2)
+  (cd "${d}" && go_fetch . && go build -trimpath -ldflags "${ld}" -o "${out}/kube-apiserver.tmp" . >&2)
   mv "${out}/kube-apiserver.tmp" "${out}/kube-apiserver"
   log "kube-apiserver ready"
 }

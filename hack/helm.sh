@@ -14,6 +14,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 # shellcheck source=lib/cache.sh
 source "${root}/hack/lib/cache.sh"
+# shellcheck source=lib/fetch.sh
+source "${root}/hack/lib/fetch.sh"
 
 # The pinned versions come from the root module's build list, so go.mod stays the one source.
 version="$(go list -m -f '{{.Version}}' helm.sh/helm/v3)"
@@ -33,6 +35,7 @@ ld="-s -w -X helm.sh/helm/v3/internal/version.version=${version} -X helm.sh/helm
 for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
   ld="${ld} -X ${p}.k8sVersionMajor=1 -X ${p}.k8sVersionMinor=${k8s_minor}"
 done
+CGO_ENABLED=0 go_fetch helm.sh/helm/v3/cmd/helm
 CGO_ENABLED=0 go build -trimpath -ldflags "${ld}" -o "${out}.tmp.$$" helm.sh/helm/v3/cmd/helm
 mv "${out}.tmp.$$" "${out}"
 cache_save "${entry}"

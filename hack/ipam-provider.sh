@@ -16,6 +16,8 @@ MODULE=sigs.k8s.io/cluster-api-ipam-provider-in-cluster
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/cache.sh
 source "${root}/hack/lib/cache.sh"
+# shellcheck source=lib/fetch.sh
+source "${root}/hack/lib/fetch.sh"
 log() { echo "ipam-provider: $*" >&2; }
 
 entry="ipam/${VERSION}"
@@ -57,6 +59,7 @@ package tools
 
 import _ "sigs.k8s.io/cluster-api-ipam-provider-in-cluster"
 GO
+go_fetch "${MODULE}"
 go build -trimpath -o "${out}/manager.tmp" "${MODULE}"
 mkdir -p "${out}/crds"
 cp "${srcdir}"/config/crd/bases/*.yaml "${out}/crds/"

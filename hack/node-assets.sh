@@ -31,6 +31,8 @@ BINARIES=(kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy core
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/cache.sh
 source "${root}/hack/lib/cache.sh"
+# shellcheck source=lib/fetch.sh
+source "${root}/hack/lib/fetch.sh"
 # shellcheck source=lib/modset.sh
 source "${root}/hack/lib/modset.sh"
 log() { echo "node-assets: $*" >&2; }
@@ -72,7 +74,7 @@ build() {
   local dir="$1" name="$2" pkg="$3" ld="${4:--s -w}" start=${SECONDS}
   [[ -x "${out}/${name}" ]] && return 0
   log "building ${name}"
-  (cd "${dir}" && go build -trimpath -ldflags "${ld}" -o "${out}/${name}.tmp.$$" "${pkg}" >&2)
+  (cd "${dir}" && go_fetch "${pkg}" && go build -trimpath -ldflags "${ld}" -o "${out}/${name}.tmp.$$" "${pkg}" >&2)
   mv "${out}/${name}.tmp.$$" "${out}/${name}"
   log "${name} ready ($((SECONDS - start)) s)"
 }
@@ -163,9 +165,9 @@ build_flannel() {
   # proxy refuses (403), so an older one the proxy serves stands in (that backend is unused).
   (cd "${d}" && go mod init capov.local/node-flannel >/dev/null 2>&1 &&
     go mod edit -replace "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc=github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc@v1.0.1100" &&
-    go get "github.com/flannel-io/flannel@v${FLANNEL_VERSION}" >&2)
+    GOMAXPROCS="${GO_FETCH_PARALLEL:-32}" go get "github.com/flannel-io/flannel@v${FLANNEL_VERSION}" >&2)
   (cd "${p}" && go mod init capov.local/node-cni-flannel >/dev/null 2>&1 &&
-    go get "github.com/containernetworking/plugins@v${CNI_PLUGINS_FLANNEL_VERSION}" >&2)
+    GOMAXPROCS="${GO_FETCH_PARALLEL:-32}" go get "github.com/containernetworking/plugins@v${CNI_PLUGINS_FLANNEL_VERSION}" >&2)
   local ld="-s -w -X github.com/flannel-io/flannel/pkg/version.Version=v${FLANNEL_VERSION}"
   CGO_ENABLED=1 build "${d}" flanneld github.com/flannel-io/flannel "${ld}"
   build "${p}" flannel github.com/containernetworking/plugins/plugins/meta/flannel
