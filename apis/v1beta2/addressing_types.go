@@ -39,6 +39,13 @@ const (
 	// IPAddressClaimEndpointLabel marks the IPAddressClaim of an OVirtCluster's control-plane
 	// endpoint; its value is the OVirtCluster's name.
 	IPAddressClaimEndpointLabel = "infrastructure.cluster.x-k8s.io/ovirt-endpoint"
+	// IPAddressInUseFinalizer is on every IPAddress allocated to a CAPOV claim from the moment
+	// CAPOV reads it until the VM that was given it is gone (for a machine) or the cluster's last
+	// machine is gone (for the control-plane endpoint). A claim deleted early (namespace
+	// deletion, a foreground deletion of the OVirtMachine, a hand deletion) makes the IPAM
+	// provider delete its IPAddress, but the IPAddress stays, being deleted, and its pool keeps
+	// counting the address as taken: it is never given to another machine while a VM still uses it.
+	IPAddressInUseFinalizer = "capov.infrastructure.cluster.x-k8s.io/ip-address-in-use"
 )
 
 // Reasons about addressing.

@@ -79,7 +79,7 @@ func (r *OVirtClusterReconciler) claimEndpoint(ctx context.Context, oc *infrav1.
 			"IPAddressClaim %s exists but is not owned by this OVirtCluster: remove it, or set spec.controlPlaneEndpoint.host", name)
 		return false, nil
 	}
-	a, why, err := claimedAddress(ctx, r.Client, claim)
+	a, why, err := claimedAddress(ctx, r.Client, claim, infrav1.IPAddressClaimEndpointLabel, machineLabelValue(oc.Name))
 	if err != nil {
 		return false, err
 	}
@@ -102,6 +102,9 @@ func (r *OVirtClusterReconciler) claimEndpoint(ctx context.Context, oc *infrav1.
 func (r *OVirtClusterReconciler) releaseEndpoint(ctx context.Context, oc *infrav1.OVirtCluster) error {
 	claim := &ipamv1.IPAddressClaim{}
 	name := endpointClaimName(oc)
+	if err := releaseHeldAddresses(ctx, r.APIReader, r.Client, oc.Namespace, infrav1.IPAddressClaimEndpointLabel, machineLabelValue(oc.Name), map[string]bool{name: true}); err != nil {
+		return err
+	}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: oc.Namespace, Name: name}, claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -81,17 +81,43 @@ func networkConfigured(om *infrav1.OVirtMachine) bool {
 	return v1beta1conditions.IsTrue(om, infrav1.MachineNetworkSetCondition)
 }
 
+// networkGiven reports whether the machine's record says that its VM got its network: the
+// NetworkSet condition, or the annotation that survives a move or a restore.
+func networkGiven(om *infrav1.OVirtMachine) bool {
+	return networkConfigured(om) || om.Annotations[networkSetAnnotation] != ""
+}
+
 // reconcileIPAddresses claims the addresses of the NICs from their IPAM pools (one
 // IPAddressClaim per NIC and pool, owned by the OVirtMachine) and waits for them before the VM
 // is created: a VM is never created without the addresses it is to boot with. The allocated
 // addresses become the machine's addresses at once. Once the VM got its configuration, a
-// missing claim is reported and not claimed again (the VM keeps its address).
+// missing claim is reported and not claimed again (the VM keeps its address). For a machine
+// with a VM whose network its record does not show as given (status lost in a move or a
+// restore, or a VM created and not yet configured), the addresses are decided after the VM is
+// read (reconcileVMAddresses): a VM that ever ran keeps what it has.
 func (r *OVirtMachineReconciler) reconcileIPAddresses(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
 	om := s.om
-	if !hasPools(om) {
+	if !hasPools(om) || vmIDOf(om) != "" && !networkGiven(om) {
 		return next()
 	}
-	configured := networkConfigured(om)
+	return r.claimAddresses(ctx, s, networkGiven(om))
+}
+
+// reconcileVMAddresses is reconcileIPAddresses for a machine whose VM was read before its
+// addresses were decided: a VM that is not down has run, with whatever addresses its guest
+// configured, and no claim is made for it again (a missing one is reported); a down VM whose
+// network was never given gets its claims as before its creation.
+func (r *OVirtMachineReconciler) reconcileVMAddresses(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
+	if !hasPools(s.om) || s.allocated != nil || s.vm == nil {
+		return next()
+	}
+	return r.claimAddresses(ctx, s, networkGiven(s.om) || s.vm.Status != ovirt.VMStatusDown)
+}
+
+// claimAddresses is the work of reconcileIPAddresses; configured says that the VM has its
+// network (or has run): missing claims are then reported, never made again.
+func (r *OVirtMachineReconciler) claimAddresses(ctx context.Context, s *machineScope, configured bool) (bool, ctrl.Result, error) {
+	om := s.om
 	cond := clusterv1.ConditionType(infrav1.MachineCreatedCondition)
 	if vmIDOf(om) != "" {
 		cond = infrav1.MachineNetworkSetCondition
@@ -127,7 +153,7 @@ func (r *OVirtMachineReconciler) reconcileIPAddresses(ctx context.Context, s *ma
 					"IPAddressClaim %s exists but is not owned by this OVirtMachine: remove it or rename the machine", name)
 				return stop(r.retryLater(), nil)
 			}
-			a, why, err := claimedAddress(ctx, r.Client, claim)
+			a, why, err := claimedAddress(ctx, r.Client, claim, infrav1.IPAddressClaimMachineLabel, machineLabelValue(om.Name))
 			if err != nil {
 				return stop(ctrl.Result{}, err)
 			}
@@ -212,8 +238,11 @@ func (r *OVirtMachineReconciler) createIPClaim(ctx context.Context, s *machineSc
 }
 
 // claimedAddress returns the address allocated to a claim, or why there is none yet (the
-// pool's message when the provider reports one).
-func claimedAddress(ctx context.Context, c client.Reader, claim *ipamv1.IPAddressClaim) (*allocatedAddress, string, error) {
+// pool's message when the provider reports one). Before it returns an address, the IPAddress
+// holds infrav1.IPAddressInUseFinalizer and the label (key, value) of its owner: from then on
+// the address stays taken in its pool, even if the claim is deleted early, until the owner
+// releases it (releaseHeldAddresses).
+func claimedAddress(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, key, value string) (*allocatedAddress, string, error) {
 	if claim.Status.AddressRef.Name == "" {
 		why := "no address yet"
 		for _, c := range claim.Status.Conditions {
@@ -241,6 +270,25 @@ func claimedAddress(ctx context.Context, c client.Reader, claim *ipamv1.IPAddres
 	}
 	if prefix < 1 || prefix > addr.BitLen() {
 		return nil, fmt.Sprintf("IPAddress %s has an unusable prefix %d", ip.Name, prefix), nil
+	}
+	if !controllerutil.ContainsFinalizer(ip, infrav1.IPAddressInUseFinalizer) || ip.Labels[key] != value {
+		if !ip.DeletionTimestamp.IsZero() {
+			// Released (its claim is being deleted) before CAPOV held it: not to be used.
+			return nil, fmt.Sprintf("IPAddress %s is being deleted", ip.Name), nil
+		}
+		held := ip.DeepCopy()
+		controllerutil.AddFinalizer(held, infrav1.IPAddressInUseFinalizer)
+		if held.Labels == nil {
+			held.Labels = map[string]string{}
+		}
+		held.Labels[key] = value
+		// The optimistic lock keeps the IPAM provider's finalizers: a merge patch replaces the list.
+		if err := c.Patch(ctx, held, client.MergeFromWithOptions(ip, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return nil, fmt.Sprintf("IPAddress %s changed while CAPOV held it; trying again", ip.Name), nil
+			}
+			return nil, "", fmt.Errorf("holding IPAddress %s (finalizer %s): %w", ip.Name, infrav1.IPAddressInUseFinalizer, err)
+		}
 	}
 	return &allocatedAddress{addr: addr, prefix: prefix, gateway: strings.TrimSpace(ip.Spec.Gateway), claim: claim.Name}, "", nil
 }
@@ -285,6 +333,18 @@ func (r *OVirtMachineReconciler) releaseIPAddresses(ctx context.Context, s *mach
 	if err != nil {
 		return err
 	}
+	names := map[string]bool{}
+	for _, claim := range claims {
+		names[claim.Name] = true
+	}
+	for i, nic := range om.Spec.NICs {
+		for j := range nic.AddressesFromPools {
+			names[ipClaimName(om.Name, i, j)] = true
+		}
+	}
+	if err := releaseHeldAddresses(ctx, r.APIReader, r.Client, om.Namespace, infrav1.IPAddressClaimMachineLabel, machineLabelValue(om.Name), names); err != nil {
+		return err
+	}
 	var released []string
 	for _, claim := range claims {
 		if !claim.DeletionTimestamp.IsZero() {
@@ -300,6 +360,29 @@ func (r *OVirtMachineReconciler) releaseIPAddresses(ctx context.Context, s *mach
 		s.log.Info("Released the IP addresses of the machine", "ipAddressClaims", released)
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventIPAddressesReleased, "ReleaseIPAddresses",
 			"VM is gone: deleted IPAddressClaim %s", strings.Join(released, ", "))
+	}
+	return nil
+}
+
+// releaseHeldAddresses removes infrav1.IPAddressInUseFinalizer from the IPAddresses of one owner
+// (its label key=value) whose claims are among claims: their pools may give the addresses to
+// others once their claims are deleted (or at once, for a claim deleted early). Listed from the
+// API server: an IPAddress held in the reconcile right before may not be in the cache yet.
+func releaseHeldAddresses(ctx context.Context, r client.Reader, w client.Writer, namespace, key, value string, claims map[string]bool) error {
+	list := &ipamv1.IPAddressList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{key: value}); err != nil {
+		return fmt.Errorf("listing the IPAddresses held for %s=%s: %w", key, value, err)
+	}
+	for i := range list.Items {
+		ip := &list.Items[i]
+		if !claims[ip.Spec.ClaimRef.Name] || !controllerutil.ContainsFinalizer(ip, infrav1.IPAddressInUseFinalizer) {
+			continue
+		}
+		released := ip.DeepCopy()
+		controllerutil.RemoveFinalizer(released, infrav1.IPAddressInUseFinalizer)
+		if err := w.Patch(ctx, released, client.MergeFromWithOptions(ip, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("releasing IPAddress %s (finalizer %s): %w", ip.Name, infrav1.IPAddressInUseFinalizer, err)
+		}
 	}
 	return nil
 }

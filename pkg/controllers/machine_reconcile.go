@@ -36,6 +36,7 @@ const (
 	eventVMNameTaken       = "VMNameTaken"
 	eventDisksUpdated      = "DisksUpdated"
 	eventNICsUpdated       = "NICsUpdated"
+	eventNetworkKept       = "NetworkKept"
 	eventVMStarted         = "VMStarted"
 	eventProviderIDSet     = "ProviderIDSet"
 	eventConnectionFailed  = "ConnectionFailed"
@@ -73,6 +74,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		r.reconcileIPAddresses,
 		r.connect,
 		r.ensureVM,
+		r.reconcileVMAddresses,
 		r.reconcileDisks,
 		r.reconcileNICs,
 		r.reconcileAffinity,
@@ -505,7 +507,16 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
 	om, vm := s.om, s.vm
 	if v1beta1conditions.IsTrue(om, infrav1.MachineNetworkSetCondition) || len(om.Spec.NICs) == 0 {
-		v1beta1conditions.MarkTrue(om, infrav1.MachineNetworkSetCondition)
+		markNetworkSet(om, vm)
+		return next()
+	}
+	if why := networkKept(om, vm); why != "" {
+		// Status lost (clusterctl move, a restore): the NICs, the addresses the guest configured
+		// and the join secrets a network write would carry back into the Engine stay as they are.
+		s.log.Info("Keeping the VM's NICs and network as they are", "vmID", vm.ID, "why", why)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventNetworkKept, "SetNICs",
+			"Kept the NICs and network configuration of VM %s as they are: %s", vm.ID, why)
+		markNetworkSet(om, vm)
 		return next()
 	}
 	ocl, err := s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
@@ -587,8 +598,36 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 	if done, res, err := r.configureNetwork(ctx, s, macs); !done {
 		return done, res, err
 	}
-	v1beta1conditions.MarkTrue(om, infrav1.MachineNetworkSetCondition)
+	markNetworkSet(om, vm)
 	return next()
+}
+
+// markNetworkSet records that the VM has its NICs and network: the condition, and the
+// annotation that survives a move or a restore.
+func markNetworkSet(om *infrav1.OVirtMachine, vm *ovirt.VM) {
+	v1beta1conditions.MarkTrue(om, infrav1.MachineNetworkSetCondition)
+	if vm == nil || vm.ID == "" || om.Annotations[networkSetAnnotation] == vm.ID {
+		return
+	}
+	if om.Annotations == nil {
+		om.Annotations = map[string]string{}
+	}
+	om.Annotations[networkSetAnnotation] = vm.ID
+}
+
+// networkKept says why the NICs and network of a VM whose NetworkSet condition is not true
+// must not be written, or "" when they may: only a VM that is down and never had its network
+// given gets NICs plugged or unplugged and a network configuration (which, for Ignition, is the
+// whole config with its secrets). After a status loss, the annotation, or the VM running,
+// tells that it is too late.
+func networkKept(om *infrav1.OVirtMachine, vm *ovirt.VM) string {
+	switch {
+	case om.Annotations[networkSetAnnotation] == vm.ID:
+		return "CAPOV set them before (its record of it was lost, as in a clusterctl move or a restore)"
+	case vm.Status != ovirt.VMStatusDown:
+		return fmt.Sprintf("the VM is %s; CAPOV changes NICs and network only before a VM's first start", vm.Status)
+	}
+	return ""
 }
 
 // reconcilePower starts the VM and waits until it is up, then records its addresses.

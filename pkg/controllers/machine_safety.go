@@ -33,6 +33,12 @@ import (
 // VM id.
 const createRequestedAnnotation = "capov.infrastructure.cluster.x-k8s.io/vm-create-requested"
 
+// networkSetAnnotation records the VM whose NICs and network configuration CAPOV set (its value
+// is the VM id). Unlike the NetworkSet condition it travels with the object's metadata through
+// clusterctl move and a restore: after one, CAPOV does not write the network again (a VM keeps
+// its NICs and the addresses its guest configured, and no join secret is written back).
+const networkSetAnnotation = "capov.infrastructure.cluster.x-k8s.io/network-set"
+
 // stopRequestsAnnotation counts the stop requests sent to a VM that did not shut down in time
 // and when the last was sent ("<count> <RFC3339>"), so that they back off across restarts.
 const stopRequestsAnnotation = "capov.infrastructure.cluster.x-k8s.io/stop-requests"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -474,6 +475,42 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 			g.Expect(claims(g)).To(HaveLen(1))
 			g.Expect(addresses(g)).To(HaveLen(1))
 		}, wait, poll).Should(Succeed())
+
+		By("a claim deleted while its VM runs (a namespace or foreground deletion) does not give the VM's address to another claim")
+		running := claims(Default)[0]
+		inUse := addresses(Default)[0]
+		Expect(inUse.Finalizers).To(ContainElement(infrav1.IPAddressInUseFinalizer), "CAPOV holds the address its VM uses")
+		Expect(mgmt.Delete(ctx, &running)).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := mgmt.Get(ctx, client.ObjectKeyFromObject(&running), &ipamv1.IPAddressClaim{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the IPAM provider released the claim")
+		}, wait, poll).Should(Succeed())
+		// Claim the whole pool: nine addresses are free, the tenth is the running VM's.
+		var probes []*ipamv1.IPAddressClaim
+		for i := range 10 {
+			p := &ipamv1.IPAddressClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("probe-%d", i)},
+				Spec:       ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "nodes"}},
+			}
+			Expect(mgmt.Create(ctx, p)).To(Succeed())
+			probes = append(probes, p)
+		}
+		allocated := func(g Gomega) []string {
+			var out []string
+			for _, a := range addresses(g) {
+				if strings.HasPrefix(a.Spec.ClaimRef.Name, "probe-") {
+					out = append(out, a.Spec.Address)
+				}
+			}
+			return out
+		}
+		Eventually(allocated, wait, poll).Should(HaveLen(9))
+		Consistently(allocated, 3*time.Second, poll).Should(And(HaveLen(9), Not(ContainElement(inUse.Spec.Address))),
+			"the running VM's address stays taken")
+		for _, p := range probes {
+			Expect(mgmt.Delete(ctx, p)).To(Succeed())
+		}
+		Eventually(allocated, wait, poll).Should(BeEmpty())
 		scale(ctx, "static", 0)
 		expectRunning(ctx, "static", 0)
 		Eventually(func(g Gomega) {
