@@ -939,6 +939,7 @@ func autoConvert_v1beta2_OVirtProviderSpec_To_v1beta1_OVirtProviderSpec(in *v1be
 	// WARNING: in.AllowedNamespaces requires manual conversion: does not exist in peer-type
 	// WARNING: in.OrphanedVMs requires manual conversion: does not exist in peer-type
 	// WARNING: in.OrphanedVMsGracePeriod requires manual conversion: does not exist in peer-type
+	// WARNING: in.AllowedAffinityGroups requires manual conversion: does not exist in peer-type
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package v1beta2
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,31 @@ type OVirtProviderSpec struct {
 	// move to finish, after which the target management cluster rewrites the owner markers.
 	// +optional
 	OrphanedVMsGracePeriod *metav1.Duration `json:"orphanedVMsGracePeriod,omitempty"`
+
+	// allowedAffinityGroups names the existing oVirt affinity groups that machines using this
+	// provider may join through spec.affinityGroups: exact names, or a prefix followed by "*"
+	// ("team-a-*"; "*" alone allows every group). Without it no group may be joined by name (the
+	// machine reports AffinityGroupNotAllowed and does not start). CAPOV's own groups (the
+	// anti-affinity groups it creates, "capov ovirtcluster=..." in their description) are never
+	// joined by name, whatever this says. This field exists only in v1beta2; a v1beta1 client
+	// keeps it through the cluster.x-k8s.io/conversion-data annotation.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	AllowedAffinityGroups []string `json:"allowedAffinityGroups,omitempty"`
+}
+
+// AffinityGroupAllowed reports whether spec.allowedAffinityGroups lets machines join the group
+// of this name (exact, or by a prefix pattern ending in "*").
+func (s *OVirtProviderSpec) AffinityGroupAllowed(name string) bool {
+	for _, a := range s.AllowedAffinityGroups {
+		if a == name || strings.HasSuffix(a, "*") && strings.HasPrefix(name, strings.TrimSuffix(a, "*")) {
+			return true
+		}
+	}
+	return false
 }
 
 // OrphanedVMsPolicy is what the manager does with orphaned VMs.

@@ -159,6 +159,14 @@ const (
 	// AffinityGroupNotFoundReason (MachineOn): a group of spec.affinityGroups does not exist in
 	// the VM's oVirt cluster.
 	AffinityGroupNotFoundReason = "AffinityGroupNotFound"
+	// AffinityGroupNotAllowedReason (MachineOn): a group of spec.affinityGroups is not among
+	// the provider's spec.allowedAffinityGroups, or is one of CAPOV's own groups: the VM joins
+	// nothing and does not start.
+	AffinityGroupNotAllowedReason = "AffinityGroupNotAllowed"
+	// CAPOVAffinityGroupPrefix begins the names of the affinity groups CAPOV creates
+	// ("capov-<namespace>-<cluster>-<role>-<ovirt cluster>"): spec.affinityGroups cannot name
+	// them.
+	CAPOVAffinityGroupPrefix = "capov-"
 	// AffinityRulesUnsatisfiableReason (MachineOn): oVirt refused to start the VM because no
 	// host satisfies its enforcing affinity groups (a Hard anti-affinity with fewer hosts than
 	// VMs); the message has the Engine's answer. CAPOV retries; a host coming up, or the policy

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -149,6 +150,22 @@ func (r *OVirtMachineReconciler) reconcileAffinity(ctx context.Context, s *machi
 			}
 			groupID = rec.ID
 		} else {
+			notAllowed := func(why string) (bool, ctrl.Result, error) {
+				msg := fmt.Sprintf("affinity group %q (spec.affinityGroups) %s; the VM joins no group and does not start", g.name, why)
+				if !firstStart {
+					s.log.Info("Not joining an affinity group of spec.affinityGroups", "group", g.name, "why", why)
+					return next()
+				}
+				if v1beta1conditions.GetReason(om, infrav1.MachineOnCondition) != infrav1.AffinityGroupNotAllowedReason {
+					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, infrav1.AffinityGroupNotAllowedReason, "JoinAffinityGroup", "%s", msg)
+				}
+				v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.AffinityGroupNotAllowedReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+				return stop(r.retryLater(), nil)
+			}
+			if s.provider == nil || !s.provider.Spec.AffinityGroupAllowed(g.name) {
+				provider := om.Spec.Provider
+				return notAllowed(fmt.Sprintf("is not allowed by OVirtProvider %s: its administrator lists the groups machines may join in spec.allowedAffinityGroups", provider))
+			}
 			if !listedOK {
 				listed, err = s.ovirt.ListAffinityGroups(ctx, vm.ClusterID)
 				if err != nil {
@@ -165,6 +182,10 @@ func (r *OVirtMachineReconciler) reconcileAffinity(ctx context.Context, s *machi
 				}
 				s.log.Info("An affinity group of spec.affinityGroups does not exist in oVirt", "group", g.name)
 				continue
+			}
+			if strings.Contains(listed[i].Description, groupMarkerPrefix) {
+				// A group CAPOV manages for a cluster (this one's are joined through antiAffinity).
+				return notAllowed("is an anti-affinity group CAPOV manages for a cluster, which no machine joins by name")
 			}
 			groupID = listed[i].ID
 		}

@@ -50,7 +50,7 @@ var groupNameChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 // name when longer than maxGroupName. The Engine wants affinity group names unique across all
 // its clusters, so the oVirt cluster is part of the name.
 func groupName(oc *infrav1.OVirtCluster, role, ovirtCluster string) string {
-	full := "capov-" + oc.Namespace + "-" + oc.Name + "-" + groupNameChars.ReplaceAllString(role, "-") + "-" + groupNameChars.ReplaceAllString(ovirtCluster, "-")
+	full := infrav1.CAPOVAffinityGroupPrefix + oc.Namespace + "-" + oc.Name + "-" + groupNameChars.ReplaceAllString(role, "-") + "-" + groupNameChars.ReplaceAllString(ovirtCluster, "-")
 	if len(full) <= maxGroupName {
 		return full
 	}

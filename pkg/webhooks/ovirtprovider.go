@@ -107,6 +107,9 @@ func (w *OVirtProviderWebhook) ValidateUpdate(ctx context.Context, oldP, p *infr
 		if oldP.Spec.OrphanedVMsGracePeriod != nil && p.Spec.OrphanedVMsGracePeriod == nil {
 			dropped = append(dropped, "spec.orphanedVMsGracePeriod ("+oldP.Spec.OrphanedVMsGracePeriod.Duration.String()+")")
 		}
+		if len(oldP.Spec.AllowedAffinityGroups) > 0 && len(p.Spec.AllowedAffinityGroups) == 0 {
+			dropped = append(dropped, "spec.allowedAffinityGroups (new machines may join no group by name)")
+		}
 		if len(dropped) > 0 {
 			warnings = append(warnings, droppedByV1beta1("OVirtProvider", dropped))
 		}
@@ -247,6 +250,7 @@ func ValidateProviderSpec(spec *infrav1.OVirtProviderSpec, path *field.Path) (fi
 	}
 
 	errs = append(errs, validateAllowedNamespaces(spec.AllowedNamespaces, path.Child("allowedNamespaces"))...)
+	errs = append(errs, validateAllowedAffinityGroups(path.Child("allowedAffinityGroups"), spec.AllowedAffinityGroups)...)
 	if g := spec.OrphanedVMsGracePeriod; g != nil && g.Duration < infrav1.MinOrphanedVMsGracePeriod {
 		errs = append(errs, field.Invalid(path.Child("orphanedVMsGracePeriod"), g.Duration.String(),
 			fmt.Sprintf("must be at least %s, so that a clusterctl move can finish before its VMs could be taken for orphans; for example \"1h\"", infrav1.MinOrphanedVMsGracePeriod)))

@@ -115,6 +115,16 @@ func TestValidateOVirtProviderCreate(t *testing.T) {
 		{"a grace period shorter than 10m is refused with the minimum", func(p *infrav1.OVirtProvider) {
 			p.Spec.OrphanedVMsGracePeriod = &metav1.Duration{Duration: time.Minute}
 		}, []string{`spec.orphanedVMsGracePeriod: Invalid value: "1m0s": must be at least 10m0s, so that a clusterctl move can finish`}, nil},
+		{"allowedAffinityGroups with names and a prefix is admitted", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedAffinityGroups = []string{"db-spread", "team-a-*"}
+		}, nil, nil},
+		{"allowedAffinityGroups cannot let machines join CAPOV's own groups", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedAffinityGroups = []string{"capov-team-a-*", "cap*"}
+		}, []string{`spec.allowedAffinityGroups[0]: Invalid value: "capov-team-a-*": matches the anti-affinity groups CAPOV creates`,
+			`spec.allowedAffinityGroups[1]: Invalid value: "cap*": matches the anti-affinity groups CAPOV creates`}, nil},
+		{"a star inside an allowedAffinityGroups entry is refused", func(p *infrav1.OVirtProvider) {
+			p.Spec.AllowedAffinityGroups = []string{"team-*-db"}
+		}, []string{`spec.allowedAffinityGroups[0]: Invalid value: "team-*-db": "*" may only end an entry`}, nil},
 		{"a selector label that is no label is refused", func(p *infrav1.OVirtProvider) {
 			p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}
 		}, []string{"spec.allowedNamespaces.selector.matchLabels"}, nil},

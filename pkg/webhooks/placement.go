@@ -71,8 +71,33 @@ func validateAffinityGroups(path *field.Path, groups []string) field.ErrorList {
 		case seen[g]:
 			errs = append(errs, &field.Error{Type: field.ErrorTypeDuplicate, Field: p.String(), BadValue: g,
 				Detail: "each affinity group is listed once: remove the repeated entry"})
+		case strings.HasPrefix(g, infrav1.CAPOVAffinityGroupPrefix):
+			errs = append(errs, field.Invalid(p, g, "names starting with \""+infrav1.CAPOVAffinityGroupPrefix+"\" are the anti-affinity groups CAPOV creates for clusters, "+
+				"which no machine joins by name: use spec.antiAffinity (workers) or the OVirtCluster's spec.controlPlaneAntiAffinity, and remove the entry"))
 		}
 		seen[g] = true
+	}
+	return errs
+}
+
+// validateAllowedAffinityGroups checks an OVirtProvider's spec.allowedAffinityGroups: names or
+// prefixes ending in "*", none of CAPOV's own groups.
+func validateAllowedAffinityGroups(path *field.Path, allowed []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range allowed {
+		p := path.Index(i)
+		prefix, pattern := strings.CutSuffix(a, "*")
+		switch {
+		case strings.TrimSpace(a) == "":
+			errs = append(errs, field.Required(p, "set the name of an oVirt affinity group machines may join, or a prefix ending in \"*\" (\"team-a-*\"), or remove the entry"))
+		case len(a) > MaxAffinityGroupNameLength:
+			errs = append(errs, field.TooLong(p, "", MaxAffinityGroupNameLength))
+		case strings.Contains(prefix, "*"):
+			errs = append(errs, field.Invalid(p, a, "\"*\" may only end an entry (a prefix: \"team-a-*\"); write the group names otherwise"))
+		case strings.HasPrefix(prefix, infrav1.CAPOVAffinityGroupPrefix) || pattern && strings.HasPrefix(infrav1.CAPOVAffinityGroupPrefix, prefix) && prefix != "":
+			errs = append(errs, field.Invalid(p, a, "matches the anti-affinity groups CAPOV creates for clusters (\""+infrav1.CAPOVAffinityGroupPrefix+"...\"), "+
+				"which no machine may join by name: allow the administrators' groups only"))
+		}
 	}
 	return errs
 }

@@ -425,6 +425,14 @@ func TestOVirtMachineTemplatePlacement(t *testing.T) {
 			ContainSubstring(`spec.template.spec.antiAffinity: Invalid value: "Always": must be one of None, Soft, Hard`),
 			ContainSubstring(`spec.template.spec.affinityGroups[1]: Duplicate value: "a"`)))
 	})
+	t.Run("a group in CAPOV's own naming pattern is refused: another cluster's anti-affinity group is never joined by name", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := w.ValidateCreate(context.Background(), machineTemplate(func(t *infrav1.OVirtMachineTemplate) {
+			t.Spec.Template.Spec.AffinityGroups = []string{"db-spread", "capov-payments-prod-control-plane-Default"}
+		}))
+		g.Expect(causes(err)).To(ConsistOf(ContainSubstring(
+			`spec.template.spec.affinityGroups[1]: Invalid value: "capov-payments-prod-control-plane-Default": names starting with "capov-" are the anti-affinity groups CAPOV creates for clusters`)))
+	})
 	t.Run("a change of the placement is refused like every change", func(t *testing.T) {
 		g := NewWithT(t)
 		old := machineTemplate()

@@ -154,6 +154,8 @@ func setupProvider(ctx context.Context) error {
 	}
 	p := harness.Provider(mainProvider, sim.URL(), credentialsSecret, sim.CAPEM())
 	p.Labels = map[string]string{"cluster.x-k8s.io/watch-filter": mainFilter}
+	// The administrators' groups the suite's machines may join by name (spec.affinityGroups).
+	p.Spec.AllowedAffinityGroups = []string{"admins-*"}
 	return k8s.Create(ctx, p)
 }
 

@@ -377,22 +377,36 @@ func TestAWorkerPoolWithAntiAffinityGetsAGroupThatGoesWithIt(t *testing.T) {
 func TestAnAffinityGroupNamedInTheSpecIsJoinedAndAMissingOneReported(t *testing.T) {
 	g := NewWithT(t)
 	tc := newPlacementCluster(t)
-	addAdminGroup(t, spreadCluster, tc.ns+"-admins")
+	admins := "admins-" + tc.ns // the suite's provider allows "admins-*"
+	addAdminGroup(t, spreadCluster, admins)
 	spec := vmSpec()
 	spec.OVirtCluster = spreadCluster
 	spec.Memory = &infrav1.Memory{SizeMB: 4096}
-	spec.AffinityGroups = []string{tc.ns + "-admins"}
+	spec.AffinityGroups = []string{admins}
 	_, om := tc.newMachine(t, spec, ignitionConfig)
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
-	g.Expect(got.Status.AffinityGroups).To(ConsistOf(tc.ns + "-admins"))
-	grp, ok := groupOf(spreadCluster, tc.ns+"-admins")
+	g.Expect(got.Status.AffinityGroups).To(ConsistOf(admins))
+	grp, ok := groupOf(spreadCluster, admins)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(grp.VMs).To(ConsistOf(got.Status.VMName))
 
-	spec.AffinityGroups = []string{tc.ns + "-nowhere"}
+	spec.AffinityGroups = []string{"admins-nowhere-" + tc.ns}
 	_, missing := tc.newMachine(t, spec, ignitionConfig)
 	got = eventuallyCondition(t, missing, condition{Type: infrav1.MachineOnCondition, Status: "False",
-		Reason: infrav1.AffinityGroupNotFoundReason, Message: tc.ns + "-nowhere"})
+		Reason: infrav1.AffinityGroupNotFoundReason, Message: "admins-nowhere-" + tc.ns})
 	_, running := sim.VMHost(got.Status.VMID)
 	g.Expect(running).To(BeFalse(), "the VM does not start outside its group")
+
+	// A group that exists but that the provider does not allow is not joined.
+	other := "others-" + tc.ns
+	addAdminGroup(t, spreadCluster, other)
+	spec.AffinityGroups = []string{other}
+	_, refused := tc.newMachine(t, spec, ignitionConfig)
+	got = eventuallyCondition(t, refused, condition{Type: infrav1.MachineOnCondition, Status: "False",
+		Reason: infrav1.AffinityGroupNotAllowedReason, Message: other})
+	_, running = sim.VMHost(got.Status.VMID)
+	g.Expect(running).To(BeFalse(), "the VM does not start")
+	grp, ok = groupOf(spreadCluster, other)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(grp.VMs).To(BeEmpty(), "nothing joined the group")
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -168,8 +169,8 @@ func ConvertOVirtMachineTemplateHubToSpoke(_ context.Context, src *infrav1.OVirt
 }
 
 // ConvertOVirtProviderSpokeToHub converts a v1beta1 OVirtProvider to v1beta2, restoring
-// spec.allowedNamespaces, spec.orphanedVMs and spec.orphanedVMsGracePeriod from the
-// conversion-data annotation (and dropping it).
+// spec.allowedNamespaces, spec.orphanedVMs, spec.orphanedVMsGracePeriod and
+// spec.allowedAffinityGroups from the conversion-data annotation (and dropping it).
 func ConvertOVirtProviderSpokeToHub(_ context.Context, src *infrav1beta1.OVirtProvider, dst *infrav1.OVirtProvider) error {
 	if err := infrav1beta1.Convert_v1beta1_OVirtProvider_To_v1beta2_OVirtProvider(src, dst, nil); err != nil {
 		return fmt.Errorf("converting OVirtProvider %s to v1beta2: %w", src.Name, err)
@@ -185,12 +186,14 @@ func ConvertOVirtProviderSpokeToHub(_ context.Context, src *infrav1beta1.OVirtPr
 		dst.Spec.AllowedNamespaces = restored.Spec.AllowedNamespaces
 		dst.Spec.OrphanedVMs = restored.Spec.OrphanedVMs
 		dst.Spec.OrphanedVMsGracePeriod = restored.Spec.OrphanedVMsGracePeriod
+		dst.Spec.AllowedAffinityGroups = restored.Spec.AllowedAffinityGroups
 	}
 	return nil
 }
 
 // ConvertOVirtProviderHubToSpoke converts a v1beta2 OVirtProvider to v1beta1. When
-// spec.allowedNamespaces, spec.orphanedVMs or spec.orphanedVMsGracePeriod is set, a hub object
+// spec.allowedNamespaces, spec.orphanedVMs, spec.orphanedVMsGracePeriod or
+// spec.allowedAffinityGroups is set, a hub object
 // holding only those fields goes into the conversion-data annotation; the rest of the spec
 // (password, CA bundles) never does.
 func ConvertOVirtProviderHubToSpoke(_ context.Context, src *infrav1.OVirtProvider, dst *infrav1beta1.OVirtProvider) error {
@@ -200,13 +203,14 @@ func ConvertOVirtProviderHubToSpoke(_ context.Context, src *infrav1.OVirtProvide
 	// status.inventory is not carried: only the manager writes the status, in v1beta2, and it
 	// rewrites it at every inventory; a v1beta1 view of a provider without v1beta2-only spec
 	// fields stays without the annotation.
-	if src.Spec.AllowedNamespaces == nil && src.Spec.OrphanedVMs == "" && src.Spec.OrphanedVMsGracePeriod == nil {
+	if src.Spec.AllowedNamespaces == nil && src.Spec.OrphanedVMs == "" && src.Spec.OrphanedVMsGracePeriod == nil && len(src.Spec.AllowedAffinityGroups) == 0 {
 		return nil
 	}
 	only := &infrav1.OVirtProvider{Spec: infrav1.OVirtProviderSpec{
 		AllowedNamespaces:      src.Spec.AllowedNamespaces.DeepCopy(),
 		OrphanedVMs:            src.Spec.OrphanedVMs,
 		OrphanedVMsGracePeriod: src.Spec.OrphanedVMsGracePeriod.DeepCopy(),
+		AllowedAffinityGroups:  slices.Clone(src.Spec.AllowedAffinityGroups),
 	}}
 	return marshalHub(only, dst)
 }
