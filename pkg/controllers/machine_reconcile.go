@@ -519,21 +519,29 @@ func (r *OVirtMachineReconciler) reconcileNICs(ctx context.Context, s *machineSc
 		markNetworkSet(om, vm)
 		return next()
 	}
-	ocl, err := s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
+	// The profiles are looked up on the networks of the VM's own oVirt cluster: its failure
+	// domain's, which may not be spec.ovirtcluster.
+	var ocl *ovirt.Cluster
+	var err error
+	if vm.ClusterID != "" {
+		ocl, err = s.ovirt.GetCluster(ctx, vm.ClusterID)
+	} else {
+		ocl, err = s.ovirt.FindCluster(ctx, om.Spec.OVirtCluster)
+	}
 	if err != nil {
 		if errors.Is(err, ovirt.ErrNotFound) {
 			v1beta1conditions.MarkFalse(om, infrav1.MachineNetworkSetCondition, infrav1.OVirtClusterNotFoundReason, clusterv1.ConditionSeverityWarning,
-				"oVirt cluster %q (spec.ovirtcluster) not found", om.Spec.OVirtCluster)
+				"the oVirt cluster of VM %s (spec.ovirtcluster %q, or the failure domain's) not found", vm.ID, om.Spec.OVirtCluster)
 			return stop(r.retryLater(), nil)
 		}
-		return stop(ctrl.Result{}, fmt.Errorf("finding oVirt cluster %q: %w", om.Spec.OVirtCluster, err))
+		return stop(ctrl.Result{}, fmt.Errorf("finding the oVirt cluster of VM %s: %w", vm.ID, err))
 	}
 	profiles := make([]*ovirt.VnicProfile, len(om.Spec.NICs))
 	for i, n := range om.Spec.NICs {
 		p, err := s.ovirt.FindVnicProfile(ctx, ocl, n.VnicProfile)
 		if err != nil {
 			if errors.Is(err, ovirt.ErrNotFound) {
-				msg := fmt.Sprintf("vNIC profile %q (spec.nics[%d].vnicprofile) not found on the networks of oVirt cluster %q; create it or fix the name", n.VnicProfile, i, om.Spec.OVirtCluster)
+				msg := fmt.Sprintf("vNIC profile %q (spec.nics[%d].vnicprofile) not found on the networks of oVirt cluster %q; create it or fix the name", n.VnicProfile, i, ocl.Name)
 				if v1beta1conditions.GetReason(om, infrav1.MachineNetworkSetCondition) != infrav1.VnicProfileNotFoundReason {
 					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVnicProfileAbsent, "SetNICs", "%s", msg)
 				}

@@ -136,6 +136,7 @@ func newSimulator() (*ovirtsim.Simulator, error) {
 			Disks: []ovirtsim.TemplateDisk{{Alias: noAgentTemplate + "_Disk1", SizeGB: 8, Format: "cow", StorageDomain: "data", Bootable: true}}}).
 		WithVnicProfile(ovirtsim.VnicProfile{Name: "ovirtmgmt", Network: "ovirtmgmt"}).
 		WithVnicProfile(ovirtsim.VnicProfile{Name: "storage", Network: "storage"}).
+		WithVnicProfile(ovirtsim.VnicProfile{Name: "zoneb-backend", Network: "zoneb-backend"}).
 		WithTimings(ovirtsim.Timings{
 			ImageLock: 300 * time.Millisecond, DiskLock: 200 * time.Millisecond,
 			WaitForLaunch: 100 * time.Millisecond, PoweringUp: 200 * time.Millisecond, PoweringDown: 200 * time.Millisecond,

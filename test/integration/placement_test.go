@@ -44,7 +44,8 @@ func placementClusters() []ovirtsim.Cluster {
 		{Name: softPairCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("softpair", 2)},
 		{Name: hardPairCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("hardpair", 2)},
 		{Name: zoneACluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("zonea", 2)},
-		{Name: zoneBCluster, Networks: []string{"ovirtmgmt"}, Hosts: hosts("zoneb", 2)},
+		// zoneb-backend is a network of ZoneB alone (its vNIC profile: newSimulator).
+		{Name: zoneBCluster, Networks: []string{"ovirtmgmt", "zoneb-backend"}, Hosts: hosts("zoneb", 2)},
 	}
 }
 
@@ -303,6 +304,17 @@ func TestFailureDomainsPlaceVMsInTheirOVirtCluster(t *testing.T) {
 	g.Expect(vm.Cluster).To(Equal(zoneBCluster))
 	g.Expect(got.Status.Host).To(HavePrefix("zoneb-"))
 	g.Expect(got.Status.AffinityGroups).To(BeEmpty(), "None: no group")
+
+	// A NIC on a vNIC profile whose network only the failure domain's oVirt cluster has: the
+	// profile is looked up there, not in spec.ovirtcluster.
+	_, backend := tc.newControlPlaneMachineWith(t, "Default", "zone-b", func(s *infrav1.OVirtVMSpec) {
+		s.NICs = []infrav1.NIC{{VnicProfile: "zoneb-backend"}}
+	})
+	got = eventuallyCondition(t, backend, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	vm, ok = sim.VM(got.Status.VMID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vm.Cluster).To(Equal(zoneBCluster))
+	g.Expect(vm.NICs).To(ConsistOf(HaveField("VnicProfile", "zoneb-backend")))
 
 	// A domain the OVirtCluster does not define: nothing is created, the valid names are listed.
 	_, bad := tc.newControlPlaneMachine(t, "Default", "zone-x")
