@@ -14,8 +14,11 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -64,6 +67,14 @@ func TestAlertsAndDashboardUseMetricsTheBinariesExport(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = mgr.Stop(30 * time.Second) })
 
+	// The provider is Ready once its check ran to the end: the SSO login and the request are
+	// counted and timed by then. requests_total alone could be scraped between a request's count
+	// and its duration, or before the login's count (seen on a loaded machine).
+	g.Eventually(func(g Gomega) {
+		p := &infrav1.OVirtProvider{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "sim"}, p)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, clusterv1.ReadyCondition)).To(BeTrue(), "the provider is not Ready yet")
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string { return harness.Tail(mgr.Logs(), 30) })
 	exported := map[string]map[string]bool{} // metric -> its label names
 	g.Eventually(func(g Gomega) {
 		names, err := scrape(ctx, managerAddr, token)
