@@ -8,7 +8,8 @@
 #
 # It installs the Debian packages of the real node (network-bound) and, meanwhile, builds
 # golangci-lint and fills its analysis cache (`make lint`, which takes a lock: the lint phase
-# that ends `make test` waits for this run and then finds every result cached). Then it waits
+# that ends `make test` waits for this run and then finds every result cached). Then it builds
+# the in-cluster IPAM provider that the unit phase's conformance and chaos tests run. Then it waits
 # until `make test` has built the envtest binaries (the node binaries share most of their
 # packages with kube-apiserver: building both at once would compile those packages twice), and
 # builds the node binaries. Everything it builds is what `make test` and `make e2e` would build
@@ -33,6 +34,17 @@ if wait "${apt}"; then
 else
   cat "${root}/bin/ci-prebuild-apt.log"
   log "the Debian packages failed; make e2e will try again"
+fi
+
+# The in-cluster IPAM provider (its own module set: it does not build against CAPOV's
+# controller-runtime) is needed by test/conformance and test/chaos late in the unit phase; built
+# there, on demand, it held the last black-box package for minutes while the other cores had
+# little left to do (the cold run of 2026-12-05). Built here, it is ready before they ask.
+log "building the in-cluster IPAM provider at nice 19"
+if nice -n 19 "${root}/hack/ipam-provider.sh" >/dev/null 2>"${root}/bin/ci-prebuild-ipam.log"; then
+  log "in-cluster IPAM provider ready"
+else
+  log "the in-cluster IPAM provider failed (bin/ci-prebuild-ipam.log); the tests that need it report it"
 fi
 
 log "waiting for make test to build the envtest binaries"
