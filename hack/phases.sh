@@ -2,6 +2,9 @@
 # phases.sh <target>...: runs `make <target>` for each target in turn, printing how long each
 # took, and a summary at the end (also when one fails, which stops the run). `make test` and
 # .ci/run use it so that every run says where its time went.
+#
+# PHASES_DONE_DIR=<dir>: each phase that passes touches <dir>/<target>, so that a caller can
+# start other work once a phase is behind (.ci/run starts the real-guest suite after `unit`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 summary=()
@@ -25,4 +28,8 @@ for target in "$@"; do
     exit "${rc}"
   fi
   echo "phase ${target}: took ${took}s"
+  if [[ -n "${PHASES_DONE_DIR:-}" ]]; then
+    mkdir -p "${PHASES_DONE_DIR}"
+    touch "${PHASES_DONE_DIR}/${target}"
+  fi
 done

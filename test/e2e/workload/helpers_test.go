@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -88,9 +89,47 @@ func eventually(t *testing.T, ctx context.Context, what string, timeout, interva
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			wd := w
 			wd.dumpGuests(t)
+			wd.dumpMachines(t)
 			t.Fatalf("%s: not within %s: %v", what, timeout, last)
 		}
 		time.Sleep(interval)
+	}
+}
+
+// dumpMachines writes what `kubectl get machines,capovm -A -o yaml` would tell an operator about
+// each Machine and OVirtMachine: deletion, finalizers and the conditions that are not True.
+func (wd *world) dumpMachines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, gvk := range []schema.GroupVersionKind{
+		clusterv1.GroupVersion.WithKind("MachineList"),
+		{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "OVirtMachineList"},
+	} {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk)
+		if err := wd.mgmt.List(ctx, l); err != nil {
+			t.Logf("=== %s: %v", gvk.Kind, err)
+			continue
+		}
+		for _, o := range l.Items {
+			var b strings.Builder
+			fmt.Fprintf(&b, "=== %s %s/%s", strings.TrimSuffix(gvk.Kind, "List"), o.GetNamespace(), o.GetName())
+			if d := o.GetDeletionTimestamp(); d != nil {
+				fmt.Fprintf(&b, " deleting since %s", d.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintf(&b, " finalizers %v", o.GetFinalizers())
+			if phase, _, _ := unstructured.NestedString(o.Object, "status", "phase"); phase != "" {
+				fmt.Fprintf(&b, " phase %s", phase)
+			}
+			conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["status"] != "True" {
+					fmt.Fprintf(&b, "\n    %v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"])
+				}
+			}
+			t.Log(b.String())
+		}
 	}
 }
 

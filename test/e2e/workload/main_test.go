@@ -69,15 +69,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	var err error
+	code := 1
 	w, err = setupWorld(ctx)
 	if w != nil {
-		defer w.teardown()
+		defer func() { w.teardown(code != 0) }()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test/e2e/workload:", err)
-		return 1
+		return code
 	}
-	return m.Run()
+	code = m.Run()
+	return code
 }
 
 func logf(format string, args ...any) {
@@ -234,7 +236,9 @@ func labTemplate(name, osType string) ovirtsim.Template {
 	}
 }
 
-func (wd *world) teardown() {
+// teardown stops the lab; its logs (the guests' consoles and units, the simulator's, the
+// manager's) are removed unless a test failed or CAPOV_KEEP_LOGS is set.
+func (wd *world) teardown(failed bool) {
 	if wd.stack != nil {
 		wd.stack.Stop()
 	}
@@ -244,7 +248,7 @@ func (wd *world) teardown() {
 	if wd.lab != nil {
 		wd.lab.Close()
 	}
-	if os.Getenv("CAPOV_KEEP_LOGS") == "" {
+	if !failed && os.Getenv("CAPOV_KEEP_LOGS") == "" {
 		_ = os.RemoveAll(wd.work)
 	} else {
 		logf("logs kept in %s", wd.work)
