@@ -17,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +30,7 @@ import (
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
+	"github.com/capov/capov/pkg/provideraccess"
 )
 
 // Event reasons of the inventory (on OVirtProviders).
@@ -362,6 +365,9 @@ func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVi
 		if !ok || owner.cluster != inv.ManagementClusterID {
 			continue // the Engine's match is a LIKE: only the exact field counts
 		}
+		if owner.provider != "" && owner.provider != p.Name {
+			continue // created through another OVirtProvider of this Engine: its inventory's
+		}
 		if why := invalidOwner(owner); why != "" {
 			// No object can have that name: not an orphan of anything, never acted on.
 			odd = append(odd, oddVM{id: vm.ID, what: fmt.Sprintf("VM %s (%s): %s", vm.Name, vm.ID, why)})
@@ -540,6 +546,15 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 			var referenced bool
 			referenced, err = inv.referenced(ctx, c.id)
 			gone = !referenced
+		}
+		if err == nil && gone {
+			// A provider reports and acts only on VMs in namespaces it allows: another
+			// provider's tenants are not its business.
+			var allowed bool
+			allowed, _, err = provideraccess.Allowed(ctx, inv.APIReader, p, c.e.owner.namespace)
+			if err == nil && !allowed {
+				continue
+			}
 		}
 		if err != nil {
 			odd = append(odd, oddVM{id: c.e.vm.ID, what: fmt.Sprintf("VM %s (%s): cannot read OVirtMachine %s/%s: %v",
@@ -746,6 +761,9 @@ func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infr
 		log.Info("The orphaned VM's owner marker changed; not removing it")
 		return false, ""
 	}
+	if why := inv.removable(ctx, vm, owner); why != "" {
+		return false, why
+	}
 	if gone, err := inv.machineGone(ctx, owner); err != nil || !gone {
 		return false, ""
 	}
@@ -793,6 +811,48 @@ func (inv *Inventory) removeOrphan(ctx context.Context, log logr.Logger, p *infr
 	delete(inv.providers[p.Name].vms, strings.ToLower(vm.ID))
 	inv.mu.Unlock()
 	return true, ""
+}
+
+// removable tells why an orphan whose OVirtMachine is gone must still not be removed ("" when it
+// may be): its marker must carry an ownership proof that verifies under the key of the Cluster it
+// names, written for this VM, and that Cluster must exist here, not paused, not being deleted
+// and not leaving through clusterctl move. A VM whose Cluster left (moved, deleted) or whose
+// marker cannot be verified (written before the proof, edited, copied) is never removed.
+func (inv *Inventory) removable(ctx context.Context, vm *ovirt.VM, owner vmOwner) string {
+	what := fmt.Sprintf("VM %s (%s)", vm.Name, vm.ID)
+	if owner.proof == "" || owner.workloadCluster == "" {
+		return what + " carries an owner marker without an ownership proof (written before CAPOV signed its markers, or by hand): " +
+			"CAPOV never removes it; remove it in oVirt if nobody needs it"
+	}
+	if owner.vm != vm.Name {
+		return fmt.Sprintf("%s carries an owner marker written for VM %q (copied, or the VM was renamed): CAPOV never removes it", what, owner.vm)
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := inv.APIReader.Get(ctx, types.NamespacedName{Namespace: owner.namespace, Name: owner.workloadCluster}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("%s belongs to Cluster %s/%s, which is not in this management cluster (moved away or deleted): "+
+				"CAPOV never removes it; remove it in oVirt if nobody needs it", what, owner.namespace, owner.workloadCluster)
+		}
+		return fmt.Sprintf("%s: cannot read its Cluster %s/%s: %v", what, owner.namespace, owner.workloadCluster, err)
+	}
+	_, moving := cluster.Annotations[deleteForMoveAnnotation]
+	switch {
+	case moving:
+		return fmt.Sprintf("%s belongs to Cluster %s/%s, which clusterctl is moving to another management cluster: not removed", what, owner.namespace, owner.workloadCluster)
+	case !cluster.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("%s belongs to Cluster %s/%s, which is being deleted: not removed as an orphan", what, owner.namespace, owner.workloadCluster)
+	case ptr.Deref(cluster.Spec.Paused, false) || annotations.HasPaused(cluster):
+		return fmt.Sprintf("%s belongs to Cluster %s/%s, which is paused (clusterctl move pauses it): not removed while it is", what, owner.namespace, owner.workloadCluster)
+	}
+	key, err := readOwnershipKey(ctx, inv.APIReader, owner.namespace, owner.workloadCluster)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", what, err)
+	}
+	if !owner.verifies(key) {
+		return fmt.Sprintf("%s carries an owner marker whose ownership proof does not verify under the key of Cluster %s/%s "+
+			"(edited or copied): CAPOV never removes it", what, owner.namespace, owner.workloadCluster)
+	}
+	return ""
 }
 
 func orphanPolicy(p *infrav1.OVirtProvider) infrav1.OrphanedVMsPolicy {

@@ -43,7 +43,8 @@ func TestARunningOrphanIsReportedNotStopped(t *testing.T) {
 	g := NewWithT(t)
 	f := newInventoryFixture(t)
 	f.deleteOrphansAfter(t, time.Hour)
-	up := f.vmFor("lost-up", testClusterID, ovirt.VMStatusUp)
+	f.workloadCluster(t, "c1", testKey(3), nil)
+	up := f.provenVMFor("lost-up", "c1", testKey(3), ovirt.VMStatusUp)
 	f.run(t)
 	f.now = f.now.Add(30 * 24 * time.Hour)
 	f.run(t)
@@ -65,7 +66,8 @@ func TestAnOrphanIsRemovedOnlyAfterBeingDownForTheWholeGracePeriod(t *testing.T)
 	g := NewWithT(t)
 	f := newInventoryFixture(t)
 	f.deleteOrphansAfter(t, time.Hour)
-	vm := f.vmFor("lost-1", testClusterID, ovirt.VMStatusUp)
+	f.workloadCluster(t, "c1", testKey(3), nil)
+	vm := f.provenVMFor("lost-1", "c1", testKey(3), ovirt.VMStatusUp)
 	f.run(t)
 	f.now = f.now.Add(2 * time.Hour)
 	f.run(t) // an orphan for two hours, running all along
@@ -92,7 +94,8 @@ func TestAVMThatAnOVirtMachineReferencesIsNeverAnOrphan(t *testing.T) {
 			g := NewWithT(t)
 			f := newInventoryFixture(t)
 			f.deleteOrphansAfter(t, time.Hour)
-			vm := f.vmFor("old-name", testClusterID, ovirt.VMStatusDown)
+			f.workloadCluster(t, "c1", testKey(3), nil)
+			vm := f.provenVMFor("old-name", "c1", testKey(3), ovirt.VMStatusDown)
 			om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "restored"},
 				Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: infrav1.OVirtVMSpec{Provider: "p1"}}}
 			if by == "providerID" {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +45,7 @@ func newInventoryFixture(t *testing.T, machines ...string) *inventoryFixture {
 	s := runtime.NewScheme()
 	g.Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
 	g.Expect(infrav1.AddToScheme(s)).To(Succeed())
+	g.Expect(clusterv1.AddToScheme(s)).To(Succeed())
 	f := &inventoryFixture{ov: fake.NewDefaultClient(), rec: events.NewFakeRecorder(100), now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
 	f.p = &infrav1.OVirtProvider{ObjectMeta: metav1.ObjectMeta{Name: "p1"},
 		Spec: infrav1.OVirtProviderSpec{Engine: "https://engine.example.com/ovirt-engine/api", CredentialsSecretName: "p1-creds"}}
@@ -79,6 +82,27 @@ func (f *inventoryFixture) vmFor(name, mc string, status ovirt.VMStatus, disks .
 	return f.ov.PutVM(ovirt.VM{Name: name, Comment: ownerMarker(om, mc), Status: status, Disks: disks,
 		NICs:            []ovirt.NIC{{ID: "nic-" + name, Name: "nic1", MAC: "56:6f:00:00:00:01"}},
 		ReportedDevices: []ovirt.ReportedDevice{{Name: "eth0", MAC: "56:6f:00:00:00:01", IPs: []string{"10.0.0.1"}}, {Name: "kube-ipvs0", MAC: "aa:bb:cc:dd:ee:ff", IPs: []string{"10.96.0.1"}}}})
+}
+
+// provenVMFor puts a VM into the fake Engine with the marker CAPOV writes now for ns/name of
+// Cluster cluster through provider p1, signed with key.
+func (f *inventoryFixture) provenVMFor(name, cluster string, key []byte, status ovirt.VMStatus, disks ...ovirt.Disk) ovirt.VM {
+	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: infrav1.OVirtVMSpec{Provider: "p1"}}}
+	vm := f.vmFor(name, testClusterID, status, disks...)
+	vm.Comment = signed(om, testClusterID, cluster, name, key)
+	return f.ov.PutVM(vm)
+}
+
+// workloadCluster creates Cluster ns/name with its ownership key.
+func (f *inventoryFixture) workloadCluster(t *testing.T, name string, key []byte, edit func(*clusterv1.Cluster)) {
+	t.Helper()
+	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	if edit != nil {
+		edit(c)
+	}
+	NewWithT(t).Expect(f.c.Create(context.Background(), c)).To(Succeed())
+	NewWithT(t).Expect(f.c.Create(context.Background(), keySecret("ns", name, key))).To(Succeed())
 }
 
 func (f *inventoryFixture) run(t *testing.T) {
@@ -235,8 +259,9 @@ func TestOrphanedVMsAreRemovedAfterTheGracePeriodWhenOptedIn(t *testing.T) {
 	f.p.Spec.OrphanedVMs = infrav1.OrphanedVMsDelete
 	f.p.Spec.OrphanedVMsGracePeriod = &metav1.Duration{Duration: time.Hour}
 	g.Expect(f.c.Update(context.Background(), f.p)).To(Succeed())
-	down := f.vmFor("lost-down", testClusterID, ovirt.VMStatusDown)
-	withCSI := f.vmFor("lost-csi", testClusterID, ovirt.VMStatusDown,
+	f.workloadCluster(t, "c1", testKey(3), nil)
+	down := f.provenVMFor("lost-down", "c1", testKey(3), ovirt.VMStatusDown)
+	withCSI := f.provenVMFor("lost-csi", "c1", testKey(3), ovirt.VMStatusDown,
 		ovirt.Disk{ID: "os", Alias: "lost-csi_Disk1", Bootable: true}, ovirt.Disk{ID: "pvc", Alias: "pvc-1234"})
 	f.run(t)
 	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero(), "not before the grace period")
@@ -286,10 +311,14 @@ func TestTheOwnerMarkerNamesTheManagementCluster(t *testing.T) {
 	g.Expect(m).To(Equal("capov ovirtmachine=team-a/w-1 uid=uid-1 management-cluster=mc-1"))
 	o, ok := parseOwnerMarker("before " + m + " after")
 	g.Expect(ok).To(BeTrue())
-	g.Expect(o).To(Equal(vmOwner{"team-a", "w-1", "uid-1", "mc-1"}))
-	g.Expect(markerCurrent(&ovirt.VM{Comment: m}, om, "mc-1")).To(BeTrue())
-	g.Expect(markerCurrent(&ovirt.VM{Comment: m}, om, "mc-2")).To(BeFalse())
-	g.Expect(markerCurrent(&ovirt.VM{Comment: ownerMarker(om, "")}, om, "mc-1")).To(BeFalse(), "a marker from before the field")
+	g.Expect(o).To(Equal(vmOwner{namespace: "team-a", name: "w-1", uid: "uid-1", cluster: "mc-1"}))
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: m}, om, "mc-1")).To(BeFalse(), "a marker from before the proof")
+	om.Labels = map[string]string{clusterv1.ClusterNameLabel: "c1"}
+	current := signed(om, "mc-1", "c1", "w-1", testKey(1))
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: current}, om, "mc-1")).To(BeTrue())
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: current}, om, "mc-2")).To(BeFalse())
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-2", Comment: current}, om, "mc-1")).To(BeFalse(), "written for another VM")
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: ownerMarker(om, "")}, om, "mc-1")).To(BeFalse(), "a marker from before the field")
 	g.Expect(ownedBy(ovirt.VM{Comment: m}, om)).To(BeTrue(), "adoption by name does not depend on it")
 
 	g.Expect(withOwnerMarker("x "+ownerMarker(om, "")+" y", om, "mc-1")).To(Equal("x "+m+" y"), "an old marker gains the field")
@@ -311,4 +340,91 @@ func TestAMachineOfAnotherWatchFilterIsNotReconciled(t *testing.T) {
 	g.Expect(res).To(Equal(ctrl.Result{}))
 	g.Expect(f.ov.Calls()).To(BeEmpty())
 	g.Expect(f.get(t).ResourceVersion).To(Equal(before.ResourceVersion), "nothing written")
+}
+
+// TestAnOrphanIsRemovedOnlyWithAVerifiedProofWhileItsClusterIsHere: with spec.orphanedVMs Delete,
+// a VM down for the whole grace period whose OVirtMachine is gone was removed on the strength of
+// its comment alone. Now it is removed only when its marker's proof verifies under the key of
+// the Cluster it names, written for that VM, and that Cluster is here, not paused, not being
+// deleted and not being moved. Every other one is reported with the reason, never touched.
+func TestAnOrphanIsRemovedOnlyWithAVerifiedProofWhileItsClusterIsHere(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newInventoryFixture(t)
+	f.deleteOrphansAfter(t, time.Hour)
+	key := testKey(3)
+	f.workloadCluster(t, "here", key, nil)
+	f.workloadCluster(t, "moving", key, func(c *clusterv1.Cluster) {
+		c.Annotations = map[string]string{deleteForMoveAnnotation: ""}
+	})
+	f.workloadCluster(t, "paused", key, func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) })
+
+	due := f.provenVMFor("due", "here", key, ovirt.VMStatusDown)
+	kept := map[string]string{}
+	keep := func(vm ovirt.VM, why string) { kept[vm.ID] = why }
+	keep(f.vmFor("legacy", testClusterID, ovirt.VMStatusDown), "without an ownership proof")
+	keep(f.provenVMFor("moved-away", "gone", key, ovirt.VMStatusDown), "not in this management cluster")
+	keep(f.provenVMFor("in-move", "moving", key, ovirt.VMStatusDown), "clusterctl is moving")
+	keep(f.provenVMFor("on-hold", "paused", key, ovirt.VMStatusDown), "paused")
+	keep(f.provenVMFor("forged", "here", testKey(4), ovirt.VMStatusDown), "does not verify")
+	// A marker copied onto another VM (oVirt's Clone VM): it names the VM it was written for.
+	copied := f.provenVMFor("original", "here", key, ovirt.VMStatusDown)
+	g.Expect(f.ov.RemoveVM(ctx, copied.ID)).To(Succeed())
+	clone := f.vmFor("clone-of-original", testClusterID, ovirt.VMStatusDown)
+	clone.Comment = copied.Comment
+	keep(f.ov.PutVM(clone), `written for VM "original"`)
+
+	f.run(t)
+	f.now = f.now.Add(time.Hour)
+	f.run(t)
+	_, ok := f.ov.VM(due.ID)
+	g.Expect(ok).To(BeFalse(), "proven, its Cluster here: removed after the grace period")
+	p := f.provider(t)
+	g.Expect(*p.Status.Inventory.OrphanedVMs).To(BeEquivalentTo(len(kept)))
+	msg := conditions.GetMessage(p, infrav1.OrphanedVMsCondition)
+	for id, why := range kept {
+		_, ok := f.ov.VM(id)
+		g.Expect(ok).To(BeTrue(), "%s: %s", id, why)
+		g.Expect(msg).To(ContainSubstring(why))
+	}
+	g.Expect(f.ov.CallCount("RemoveVM")).To(Equal(2), "the proven one, and the test's own removal of the original")
+	g.Expect(f.ov.CallCount("Power")).To(BeZero())
+}
+
+// TestAProviderReportsOnlyItsOwnOrphansInNamespacesItAllows: every orphan of the management
+// cluster was reported, and with Delete removed, by every OVirtProvider of the Engine, also those
+// created through another provider and in namespaces the provider does not allow.
+func TestAProviderReportsOnlyItsOwnOrphansInNamespacesItAllows(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t)
+	f.p.Spec.AllowedNamespaces = &infrav1.OVirtProviderAllowedNamespaces{List: []string{"ns"}}
+	f.deleteOrphansAfter(t, time.Hour)
+	key := testKey(3)
+	f.workloadCluster(t, "c1", key, nil)
+	mine := f.provenVMFor("mine", "c1", key, ovirt.VMStatusDown)
+	// Through another provider of the same Engine.
+	other := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "theirs", UID: "uid-theirs"},
+		Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: infrav1.OVirtVMSpec{Provider: "p2"}}}
+	theirs := f.vmFor("theirs", testClusterID, ovirt.VMStatusDown)
+	theirs.Comment = signed(other, testClusterID, "c1", "theirs", key)
+	f.ov.PutVM(theirs)
+	// In a namespace p1 does not allow.
+	outside := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-z", Name: "elsewhere", UID: "uid-elsewhere"},
+		Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: infrav1.OVirtVMSpec{Provider: "p1"}}}
+	elsewhere := f.vmFor("elsewhere", testClusterID, ovirt.VMStatusDown)
+	elsewhere.Comment = signed(outside, testClusterID, "c1", "elsewhere", key)
+	f.ov.PutVM(elsewhere)
+
+	f.run(t)
+	f.now = f.now.Add(time.Hour)
+	f.run(t)
+	_, ok := f.ov.VM(mine.ID)
+	g.Expect(ok).To(BeFalse())
+	for _, id := range []string{theirs.ID, elsewhere.ID} {
+		_, ok := f.ov.VM(id)
+		g.Expect(ok).To(BeTrue())
+	}
+	p := f.provider(t)
+	g.Expect(*p.Status.Inventory.OrphanedVMs).To(BeZero())
+	g.Expect(conditions.GetMessage(p, infrav1.OrphanedVMsCondition)).NotTo(Or(ContainSubstring("theirs"), ContainSubstring("elsewhere")))
 }

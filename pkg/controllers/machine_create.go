@@ -156,9 +156,20 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 
 	clone := r.Gates.DiskCloneFor(om.Spec.DiskClone, s.provider.Spec.DiskClone)
 	vmName := VMNameFor(om.Namespace, om.Name)
+	// The owner marker carries the ownership proof from the start: the key exists before the VM
+	// (ownership_proof.go), and the proof costs no Engine call of its own.
+	if s.cluster == nil {
+		return stop(ctrl.Result{}, fmt.Errorf("creating VM %q: the machine's Cluster is not known", vmName))
+	}
+	key, err := ensureOwnershipKey(ctx, r.Client, r.APIReader, s.cluster)
+	if err != nil {
+		return stop(ctrl.Result{}, err)
+	}
+	marker := ownerFor(om, r.ManagementClusterID, s.cluster.Name, vmName)
+	marker.proof = marker.sign(key)
 	spec := ovirt.VMSpec{
 		Name: vmName, ClusterID: ocl.ID, TemplateID: tpl.ID, Clone: clone,
-		Type: ovirt.VMType(om.Spec.VMType), Comment: ownerMarker(om, r.ManagementClusterID),
+		Type: ovirt.VMType(om.Spec.VMType), Comment: marker.String(),
 		Description: truncateText(fmt.Sprintf("Cluster API machine %s/%s of cluster %s, managed by CAPOV",
 			s.machine.Namespace, s.machine.Name, s.cluster.Name), maxDescriptionLength),
 		CustomScript: boot.value,

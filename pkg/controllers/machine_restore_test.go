@@ -40,8 +40,9 @@ func TestAStaticIPMachineWhoseStatusWasLostKeepsItsVMsNetwork(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
 			f := newMachineFixture(t)
+			g.Expect(f.c.Create(ctx, keySecret("ns", "c1", testKey(5)))).To(Succeed())
 			vm := f.ov.PutVM(ovirt.VM{ID: "5a7e0000-0000-4000-8000-000000000001", Name: "w-1", Status: tc.status,
-				Comment: ownerMarker(f.om, ""), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}},
+				Comment: signed(f.om, "", "c1", "w-1", testKey(5)), Disks: []ovirt.Disk{{ID: "d1", Bootable: true}},
 				NICs: []ovirt.NIC{{ID: "n1", Name: "nic1", MAC: "56:6f:00:00:00:01"}, {ID: "n2", Name: "nic2", MAC: "56:6f:00:00:00:02"}}})
 			stored := f.get(t)
 			stored.Spec.ProviderID = infrav1.ProviderIDPrefix + vm.ID

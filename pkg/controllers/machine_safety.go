@@ -73,40 +73,77 @@ const (
 )
 
 // markerPrefix starts the owner marker CAPOV writes into the comment of every VM it creates:
-// "capov ovirtmachine=<namespace>/<name> uid=<uid> management-cluster=<id>".
+// "capov ovirtmachine=<namespace>/<name> uid=<uid> management-cluster=<id> provider=<provider>
+// cluster=<cluster> vm=<vm name> proof=<proof>" (ownership_proof.go).
 const markerPrefix = "capov ovirtmachine="
 
 // markerClusterField names the management cluster in the owner marker (see
 // OVirtMachineReconciler.ManagementClusterID). Markers written before it existed end after uid.
 const markerClusterField = "management-cluster="
 
-// vmOwner is the OVirtMachine an owner marker names, and the management cluster that wrote it
-// ("" for a marker without one).
+// vmOwner is what an owner marker says: the OVirtMachine it names, the management cluster that
+// wrote it ("" for a marker without one) and, in markers with the ownership proof
+// (ownership_proof.go), the OVirtProvider, the Cluster, the VM it was written on and the proof.
 type vmOwner struct {
 	namespace, name, uid, cluster string
+	provider, workloadCluster, vm string
+	proof                         string
 }
 
-// ownerMarker is written into the VM comment at creation: it proves which OVirtMachine a VM
-// belongs to, so that a VM created just before a crash is adopted, never duplicated, a foreign
-// VM with the same name is never taken over, and a providerID naming somebody else's VM is
-// never acted upon. mc is the management cluster's id ("" leaves the field out): it tells the
-// VMs of this management cluster from those of another sharing the Engine (inventory, orphans).
+// ownerMarker is the marker of om as CAPOV wrote it before the ownership proof existed (the
+// tests' stand-in for VMs created by an earlier release). CAPOV now writes ownerFor(...) with
+// its proof; a VM of its own object that carries this form is rewritten once.
 func ownerMarker(om *infrav1.OVirtMachine, mc string) string {
-	m := fmt.Sprintf("%s%s/%s uid=%s", markerPrefix, om.Namespace, om.Name, om.UID)
-	if mc != "" {
-		m += " " + markerClusterField + mc
-	}
-	return m
+	return vmOwner{namespace: om.Namespace, name: om.Name, uid: string(om.UID), cluster: mc}.String()
 }
+
+// markerSpan returns where the owner marker starts and ends in comment: from markerPrefix over
+// the tokens that carry a marker field. ok is false without exactly one marker.
+func markerSpan(comment string) (start, end int, ok bool) {
+	if strings.Count(comment, markerPrefix) != 1 {
+		return 0, 0, false
+	}
+	start = strings.Index(comment, markerPrefix)
+	i := start + len(markerPrefix)
+	// The ovirtmachine field itself.
+	for i < len(comment) && !isSpace(comment[i]) {
+		i++
+	}
+	end = i
+	for {
+		j := end
+		for j < len(comment) && (comment[j] == ' ' || comment[j] == '\t') {
+			j++
+		}
+		k := j
+		for k < len(comment) && !isSpace(comment[k]) {
+			k++
+		}
+		tok := comment[j:k]
+		known := false
+		for _, f := range markerFields {
+			if strings.HasPrefix(tok, f) {
+				known = true
+				break
+			}
+		}
+		if j == end || !known {
+			return start, end, true
+		}
+		end = k
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // parseOwnerMarker reads the owner marker out of a VM comment (other text around it is kept by
 // whoever wrote it). A comment with no marker, a malformed one or several is no proof.
 func parseOwnerMarker(comment string) (vmOwner, bool) {
-	if strings.Count(comment, markerPrefix) != 1 {
+	start, end, ok := markerSpan(comment)
+	if !ok {
 		return vmOwner{}, false
 	}
-	rest := comment[strings.Index(comment, markerPrefix)+len(markerPrefix):]
-	fields := strings.Fields(rest)
+	fields := strings.Fields(comment[start+len(markerPrefix) : end])
 	if len(fields) < 2 || !strings.HasPrefix(fields[1], "uid=") {
 		return vmOwner{}, false
 	}
@@ -114,38 +151,46 @@ func parseOwnerMarker(comment string) (vmOwner, bool) {
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return vmOwner{}, false
 	}
-	o := vmOwner{namespace: ns, name: name, uid: strings.TrimPrefix(fields[1], "uid=")}
-	if len(fields) > 2 {
-		o.cluster, _ = strings.CutPrefix(fields[2], markerClusterField)
-		if o.cluster == fields[2] {
-			o.cluster = ""
+	o := vmOwner{namespace: ns, name: name}
+	seen := map[string]bool{}
+	for _, f := range fields[1:] {
+		key, value, _ := strings.Cut(f, "=")
+		if seen[key] {
+			return vmOwner{}, false // a field twice: no proof of anything
+		}
+		seen[key] = true
+		switch key + "=" {
+		case "uid=":
+			o.uid = value
+		case markerClusterField:
+			o.cluster = value
+		case "provider=":
+			o.provider = value
+		case "cluster=":
+			o.workloadCluster = value
+		case "vm=":
+			o.vm = value
+		case "proof=":
+			o.proof = value
 		}
 	}
 	return o, true
 }
 
-// withOwnerMarker returns comment with its owner marker replaced by om's (or om's marker alone
-// when it had none).
+// withMarker returns comment with its owner marker replaced by marker (or marker alone when it
+// had none).
+func withMarker(comment, marker string) string {
+	start, end, ok := markerSpan(comment)
+	if !ok {
+		return marker
+	}
+	return comment[:start] + marker + comment[end:]
+}
+
+// withOwnerMarker returns comment with its owner marker replaced by om's marker in the form
+// written before the ownership proof (tests).
 func withOwnerMarker(comment string, om *infrav1.OVirtMachine, mc string) string {
-	i := strings.Index(comment, markerPrefix)
-	if i < 0 {
-		return ownerMarker(om, mc)
-	}
-	rest := comment[i+len(markerPrefix):]
-	// The marker ends after its uid field, or after its management-cluster field when it has one.
-	end := len(rest)
-	if u := strings.Index(rest, " uid="); u >= 0 {
-		if sp := strings.IndexAny(rest[u+len(" uid="):], " \t\n"); sp >= 0 {
-			end = u + len(" uid=") + sp
-			if after, ok := strings.CutPrefix(rest[end:], " "+markerClusterField); ok {
-				end = len(rest)
-				if sp := strings.IndexAny(after, " \t\n"); sp >= 0 {
-					end = len(rest) - len(after) + sp
-				}
-			}
-		}
-	}
-	return comment[:i] + ownerMarker(om, mc) + rest[end:]
+	return withMarker(comment, ownerMarker(om, mc))
 }
 
 // ownedBy reports whether vm was created for exactly this object (namespace, name and UID):
@@ -155,56 +200,106 @@ func ownedBy(vm ovirt.VM, om *infrav1.OVirtMachine) bool {
 	return ok && o.namespace == om.Namespace && o.name == om.Name && o.uid == string(om.UID)
 }
 
-// markerCurrent reports whether vm's owner marker is exactly the one this object would write
-// now: its namespace, name, UID and this management cluster.
+// markerCurrent reports whether vm's owner marker is the one this object writes now: its
+// namespace, name, UID, this management cluster, its provider and Cluster, the VM's own name,
+// and a proof (checked when it was written or adopted; the inventory checks it again before it
+// acts on a VM).
 func markerCurrent(vm *ovirt.VM, om *infrav1.OVirtMachine, mc string) bool {
 	o, ok := parseOwnerMarker(vm.Comment)
-	return ok && o == vmOwner{namespace: om.Namespace, name: om.Name, uid: string(om.UID), cluster: mc}
+	if !ok || o.proof == "" {
+		return false
+	}
+	want := ownerFor(om, mc, om.Labels[clusterv1.ClusterNameLabel], vm.Name)
+	want.proof = o.proof
+	return o == want
 }
 
-// proveOwnership checks, before any write to vm, that its owner marker names this object
-// (namespace/name: clusterctl move and restores change the UID). A VM that does not prove it is
-// never written: cond says why with the VM id, a Warning event is emitted once, and the caller
-// stops. When refresh is set and the marker carries another UID, the marker is updated to this
-// object's UID.
+// proveOwnership checks, before any write to vm, that its owner marker names this object. A
+// marker of this very object (namespace, name, UID and management cluster) proves it; a marker
+// of an earlier object of the same namespace/name, or written by another management cluster
+// (clusterctl move, a restore), proves it only with an ownership proof that verifies under the
+// key of this object's Cluster, written for this VM. A VM that does not prove it is never
+// written: cond says why with the VM id, a Warning event is emitted once, and the caller stops.
+// When refresh is set, a marker that is not the current one (another UID or management cluster,
+// or written before the proof) is rewritten for this object, with the proof.
 func (r *OVirtMachineReconciler) proveOwnership(ctx context.Context, s *machineScope, vm *ovirt.VM, cond clusterv1.ConditionType, refresh bool) (bool, error) {
 	om := s.om
 	owner, ok := parseOwnerMarker(vm.Comment)
-	if !ok || owner.namespace != om.Namespace || owner.name != om.Name {
-		carries := "no CAPOV owner marker"
-		if ok {
-			carries = fmt.Sprintf("the owner marker of OVirtMachine %s/%s", owner.namespace, owner.name)
-		}
-		msg := fmt.Sprintf("VM %s named by spec.providerID carries %s, not this OVirtMachine's: CAPOV does not touch it; "+
+	notOwned := func(carries string) (bool, error) {
+		msg := fmt.Sprintf("VM %s named by spec.providerID carries %s: CAPOV does not touch it; "+
 			"see docs/operations.md \"A VM that is not ours\"", vm.ID, carries)
 		if v1beta1conditions.GetReason(om, cond) != infrav1.VMNotOwnedReason {
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNotOwned, "CheckOwner", "%s", msg)
 		}
 		v1beta1conditions.MarkFalse(om, cond, infrav1.VMNotOwnedReason, clusterv1.ConditionSeverityError, "%s", msg)
-		s.log.Info("Not touching a VM that does not carry this object's owner marker", "vmID", vm.ID, "markedFor", owner.namespace+"/"+owner.name)
+		s.log.Info("Not touching a VM that does not prove it is this object's", "vmID", vm.ID, "markedFor", owner.namespace+"/"+owner.name)
 		return false, nil
 	}
-	if !refresh || (owner.uid == string(om.UID) && owner.cluster == r.ManagementClusterID) || vm.Status == ovirt.VMStatusImageLocked {
+	if !ok {
+		return notOwned("no CAPOV owner marker")
+	}
+	if owner.namespace != om.Namespace || owner.name != om.Name {
+		return notOwned(fmt.Sprintf("the owner marker of OVirtMachine %s/%s, not this OVirtMachine's", owner.namespace, owner.name))
+	}
+	cluster := clusterOf(s)
+	// The same object: its UID (which nobody chooses) and this management cluster, or no
+	// management cluster at all (a marker written before that field existed).
+	sameObject := owner.uid == string(om.UID) && (owner.cluster == r.ManagementClusterID || owner.cluster == "")
+	if !sameObject {
+		// Adoption: the marker was written for another object of this name, here or in another
+		// management cluster. Only the key of this object's Cluster, which clusterctl move and a
+		// restore carry with it, proves that this is the same machine.
+		key, err := readOwnershipKey(ctx, r.APIReader, om.Namespace, cluster)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case owner.proof == "":
+			return notOwned(fmt.Sprintf("the owner marker of an earlier OVirtMachine %s/%s (UID %s, management cluster %q) without an ownership proof "+
+				"(written before CAPOV signed its markers): it is adopted only by the object that wrote it",
+				owner.namespace, owner.name, owner.uid, owner.cluster))
+		case key == nil:
+			return notOwned(fmt.Sprintf("the owner marker of another OVirtMachine %s/%s (UID %s, management cluster %q), and Cluster %q has no ownership key "+
+				"(Secret %s) to verify its proof", owner.namespace, owner.name, owner.uid, owner.cluster, cluster, ownershipKeyName(cluster)))
+		case owner.workloadCluster != cluster || owner.provider != om.Spec.Provider || owner.vm != vm.Name || !owner.verifies(key):
+			return notOwned(fmt.Sprintf("the owner marker of another OVirtMachine %s/%s (UID %s, management cluster %q) whose ownership proof "+
+				"does not verify under the key of Cluster %q for this VM and provider", owner.namespace, owner.name, owner.uid, owner.cluster, cluster))
+		}
+	}
+	if !refresh || (sameObject && markerCurrent(vm, om, r.ManagementClusterID)) || vm.Status == ovirt.VMStatusImageLocked {
 		// While oVirt creates the VM it refuses every edit: the marker is updated on a later
 		// read.
 		return true, nil
 	}
-	comment := withOwnerMarker(vm.Comment, om, r.ManagementClusterID)
+	if s.cluster == nil {
+		// The key is made for a Cluster: without one there is nothing to sign with.
+		return true, nil
+	}
+	key, err := ensureOwnershipKey(ctx, r.Client, r.APIReader, s.cluster)
+	if err != nil {
+		return false, err
+	}
+	marker := ownerFor(om, r.ManagementClusterID, s.cluster.Name, vm.Name)
+	marker.proof = marker.sign(key)
+	comment := withMarker(vm.Comment, marker.String())
 	if err := s.ovirt.UpdateVM(ctx, vm.ID, ovirt.VMUpdate{Comment: &comment}); err != nil {
 		return false, fmt.Errorf("updating the owner marker of VM %s: %w", vm.ID, err)
 	}
 	vm.Comment = comment
-	if owner.uid == string(om.UID) {
-		// Same object: a marker written before the management-cluster field existed, or by
-		// another management cluster before clusterctl move (which keeps UIDs only when the
-		// objects are restored with them).
+	switch {
+	case sameObject:
+		s.log.Info("Updated the VM's owner marker to the current form, with its ownership proof", "vmID", vm.ID,
+			"previousManagementCluster", owner.cluster)
+	case owner.uid == string(om.UID):
+		// Same object: written by another management cluster before clusterctl move (which keeps
+		// UIDs only when the objects are restored with them).
 		s.log.Info("Updated the VM's owner marker to this management cluster", "vmID", vm.ID,
 			"previousManagementCluster", owner.cluster, "managementCluster", r.ManagementClusterID)
-		return true, nil
+	default:
+		s.log.Info("Updated the VM's owner marker to this object's UID (recreated by clusterctl move or a restore)", "vmID", vm.ID, "previousUID", owner.uid)
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventOwnerMarkerUpdated, "CheckOwner",
+			"VM %s carried the owner marker of an earlier object of the same name (UID %s), with a proof this cluster's key verifies; updated to this one", vm.ID, owner.uid)
 	}
-	s.log.Info("Updated the VM's owner marker to this object's UID (recreated by clusterctl move or a restore)", "vmID", vm.ID, "previousUID", owner.uid)
-	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventOwnerMarkerUpdated, "CheckOwner",
-		"VM %s carried the owner marker of an earlier object of the same name (UID %s); updated to this one", vm.ID, owner.uid)
 	return true, nil
 }
 

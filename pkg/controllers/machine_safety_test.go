@@ -36,8 +36,8 @@ func TestOwnerMarkerProvesOnlyTheObjectItNames(t *testing.T) {
 		want          vmOwner
 		ok            bool
 	}{
-		{"the marker CAPOV writes", ownerMarker(om, ""), vmOwner{"team-a", "w-1", "uid-1", ""}, true},
-		{"a marker inside text an admin added", "keep me " + ownerMarker(om, "") + " (prod)", vmOwner{"team-a", "w-1", "uid-1", ""}, true},
+		{"the marker CAPOV writes", ownerMarker(om, ""), vmOwner{namespace: "team-a", name: "w-1", uid: "uid-1"}, true},
+		{"a marker inside text an admin added", "keep me " + ownerMarker(om, "") + " (prod)", vmOwner{namespace: "team-a", name: "w-1", uid: "uid-1"}, true},
 		{"no marker", "created by hand", vmOwner{}, false},
 		{"an empty comment", "", vmOwner{}, false},
 		{"two markers", ownerMarker(om, "") + " " + ownerMarker(om, ""), vmOwner{}, false},
