@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,12 +150,13 @@ func TestManagerReadsSecretsEverywhereAndWritesOnlyItsCredentials(t *testing.T) 
 			g := NewWithT(t)
 			objs := tt.objs(t)
 			access := secretAccessOf(t, objs, managerServiceAccount(namespace))
-			g.Expect(access.clusterWide).To(Equal([]string{"get"}),
-				"cluster-wide the manager only reads single Secrets (bootstrap data, kubeconfigs)")
+			g.Expect(access.clusterWide).To(Equal([]string{"create", "get"}),
+				"cluster-wide the manager reads single Secrets (bootstrap data, kubeconfigs) and creates each workload cluster's ownership key")
 			g.Expect(access.namespaced).To(Equal(map[string][]string{
 				tt.credentials: {"create", "delete", "get", "list", "patch", "update", "watch"},
 			}), "the credentials namespace, and only it, lets the manager cache, watch and write Secrets (the move copies)")
-			// No ClusterRole of the release, bound or not, grants more than get on Secrets.
+			// No ClusterRole of the release, bound or not, grants more than get and create on
+			// Secrets, and only the manager's creates.
 			for _, o := range objs {
 				if o.GetKind() != "ClusterRole" {
 					continue
@@ -163,6 +165,10 @@ func TestManagerReadsSecretsEverywhereAndWritesOnlyItsCredentials(t *testing.T) 
 				decodeStrict(t, o, r)
 				verbs, limited := secretVerbs(r.Rules)
 				g.Expect(limited).To(BeEmpty(), r.Name)
+				if strings.HasSuffix(r.Name, "manager-role") {
+					g.Expect(verbs).To(Equal([]string{"create", "get"}), "ClusterRole %s", r.Name)
+					continue
+				}
 				g.Expect(verbs).To(Or(BeEmpty(), Equal([]string{"get"})), "ClusterRole %s", r.Name)
 			}
 		})
@@ -171,8 +177,8 @@ func TestManagerReadsSecretsEverywhereAndWritesOnlyItsCredentials(t *testing.T) 
 
 // TestManagerServiceAccountReadsButCannotWriteOtherSecrets installs the chart's RBAC into a real
 // API server and acts as the manager's ServiceAccount with a token of its own: it reads a
-// Secret of a workload cluster's namespace but may neither list, watch, change, create nor
-// delete Secrets there, and it lists, watches, patches, creates and deletes those of its
+// Secret of a workload cluster's namespace and creates one there (a cluster's ownership key) but
+// may neither list, watch, change nor delete Secrets there, and it lists, watches, patches, creates and deletes those of its
 // credentials namespace (the move copies of the credentials).
 func TestManagerServiceAccountReadsButCannotWriteOtherSecrets(t *testing.T) {
 	e := startEnv(t)
@@ -275,7 +281,11 @@ func TestManagerServiceAccountReadsButCannotWriteOtherSecrets(t *testing.T) {
 	forbidden("patch a Secret of a workload namespace", patch(workloadNS, "w1-bootstrap"))
 	forbidden("update a Secret of a workload namespace", update(workloadNS, "w1-bootstrap"))
 	forbidden("delete a Secret of a workload namespace", sa.Delete(ctx, secret(workloadNS, "w1-bootstrap")))
-	forbidden("create a Secret in a workload namespace", sa.Create(ctx, secret(workloadNS, "planted")))
+	// The ownership key of a workload cluster is created once; the manager can neither replace
+	// nor remove it afterwards.
+	g.Expect(sa.Create(ctx, secret(workloadNS, "c1-capov-ownership"))).To(Succeed(), "a workload cluster's ownership key")
+	forbidden("patch the ownership key", patch(workloadNS, "c1-capov-ownership"))
+	forbidden("delete the ownership key", sa.Delete(ctx, secret(workloadNS, "c1-capov-ownership")))
 	// In the credentials namespace it keeps the move copies of the credentials Secrets.
 	g.Expect(sa.Create(ctx, secret(releaseNS, "capovp-p1-move"))).To(Succeed(), "the move copy is created in the credentials namespace")
 	g.Expect(sa.Delete(ctx, secret(releaseNS, "capovp-p1-move"))).To(Succeed(), "and deleted there")
