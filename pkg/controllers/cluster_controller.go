@@ -57,6 +57,10 @@ type OVirtClusterReconciler struct {
 	CheckInterval time.Duration
 	// WatchFilterValue limits reconciliation to labelled objects.
 	WatchFilterValue string
+	// ManagementClusterID is written into the owner marker of the affinity groups it creates
+	// (as into VM markers): another management cluster's cluster of the same namespace/name
+	// never takes them for its own.
+	ManagementClusterID string
 	// Now returns the time; tests may fix it.
 	Now func() time.Time
 

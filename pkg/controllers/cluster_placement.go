@@ -295,7 +295,7 @@ func (r *OVirtClusterReconciler) verifyGroups(ctx context.Context, e *engines, o
 // group stays until the cluster is deleted.
 func (r *OVirtClusterReconciler) reconcileGroups(ctx context.Context, e *engines, oc *infrav1.OVirtCluster, st placementState) error {
 	log := ctrl.LoggerFrom(ctx)
-	marker := groupMarker(oc)
+	marker := groupMarker(oc, r.ManagementClusterID)
 	var problems []string
 	reason := infrav1.AffinityGroupFailedReason
 	keys := make([]groupKey, 0, len(st.groups))
@@ -394,7 +394,7 @@ func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client
 	}
 	if i := slices.IndexFunc(groups, func(g ovirt.AffinityGroup) bool { return g.Name == name }); i >= 0 {
 		g := groups[i]
-		if !ownsGroup(g.Description, marker) || g.Positive {
+		if !ownsGroup(g.Description, oc, r.ManagementClusterID) || g.Positive {
 			return rec, true, nil
 		}
 		// Ours, created before the status recorded it (a lost patch, a move).
@@ -455,7 +455,7 @@ func (r *OVirtClusterReconciler) deleteGroup(ctx context.Context, e *engines, oc
 	if i < 0 {
 		return true, nil
 	}
-	if !ownsGroup(groups[i].Description, groupMarker(oc)) {
+	if !ownsGroup(groups[i].Description, oc, r.ManagementClusterID) {
 		log.Info("Not deleting an affinity group that no longer carries the cluster's marker")
 		return true, nil
 	}

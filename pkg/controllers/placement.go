@@ -15,27 +15,37 @@ import (
 )
 
 // groupMarkerPrefix starts the owner marker CAPOV writes into the description of every affinity
-// group it creates: "capov ovirtcluster=<namespace>/<name>". A group whose description does not
-// carry the marker of the OVirtCluster is never changed or deleted.
+// group it creates: "capov ovirtcluster=<namespace>/<name> management-cluster=<id>". A group
+// whose description does not carry the marker of the OVirtCluster is never changed or deleted.
 const groupMarkerPrefix = "capov ovirtcluster="
 
-// groupMarker is the owner marker of the affinity groups of an OVirtCluster.
-func groupMarker(oc *infrav1.OVirtCluster) string {
-	return groupMarkerPrefix + oc.Namespace + "/" + oc.Name
+// groupMarker is the owner marker of the affinity groups of an OVirtCluster of the management
+// cluster mc.
+func groupMarker(oc *infrav1.OVirtCluster, mc string) string {
+	m := groupMarkerPrefix + oc.Namespace + "/" + oc.Name
+	if mc != "" {
+		m += " " + markerClusterField + mc
+	}
+	return m
 }
 
-// ownsGroup reports whether an affinity group's description carries exactly this marker, and
-// no other.
-func ownsGroup(description, marker string) bool {
+// ownsGroup reports whether an affinity group's description carries exactly the marker of this
+// OVirtCluster of management cluster mc, and no other. A marker without a management cluster
+// (written before the field existed) counts as this management cluster's.
+func ownsGroup(description string, oc *infrav1.OVirtCluster, mc string) bool {
 	if strings.Count(description, groupMarkerPrefix) != 1 {
 		return false
 	}
-	i := strings.Index(description, marker)
-	if i < 0 {
+	fields := strings.Fields(description[strings.Index(description, groupMarkerPrefix)+len(groupMarkerPrefix):])
+	if len(fields) == 0 || fields[0] != oc.Namespace+"/"+oc.Name {
 		return false
 	}
-	rest := description[i+len(marker):]
-	return rest == "" || rest[0] == ' '
+	if len(fields) > 1 {
+		if id, ok := strings.CutPrefix(fields[1], markerClusterField); ok {
+			return id == mc
+		}
+	}
+	return true
 }
 
 // maxGroupName is the longest affinity group name CAPOV writes (the Engine accepts 255).

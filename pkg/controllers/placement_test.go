@@ -99,12 +99,18 @@ func TestGroupNamesAreValidAndCarryTheMarker(t *testing.T) {
 	g.Expect(len(a)).To(BeNumerically("<=", maxGroupName))
 	g.Expect(a).NotTo(Equal(b), "truncated names stay distinct")
 
-	marker := groupMarker(oc)
-	g.Expect(marker).To(Equal("capov ovirtcluster=team-a/prod"))
-	g.Expect(ownsGroup(marker+" keeps the control-plane VMs apart", marker)).To(BeTrue())
-	g.Expect(ownsGroup("made by hand", marker)).To(BeFalse())
-	g.Expect(ownsGroup("capov ovirtcluster=team-a/prod-2 x", marker)).To(BeFalse(), "another cluster whose name starts the same")
-	g.Expect(ownsGroup(marker+" "+"capov ovirtcluster=team-b/prod", marker)).To(BeFalse(), "two markers prove nothing")
+	marker := groupMarker(oc, "mc-1")
+	g.Expect(marker).To(Equal("capov ovirtcluster=team-a/prod management-cluster=mc-1"))
+	g.Expect(ownsGroup(marker+" keeps the control-plane VMs apart", oc, "mc-1")).To(BeTrue())
+	g.Expect(ownsGroup("made by hand", oc, "mc-1")).To(BeFalse())
+	g.Expect(ownsGroup("capov ovirtcluster=team-a/prod-2 x", oc, "mc-1")).To(BeFalse(), "another cluster whose name starts the same")
+	g.Expect(ownsGroup(marker+" "+"capov ovirtcluster=team-b/prod", oc, "mc-1")).To(BeFalse(), "two markers prove nothing")
+	// A cluster of the same namespace/name in another management cluster on the same Engine
+	// (a tenant's, or a second installation's) never takes this one's groups for its own: before,
+	// it changed their enforcement and deleted them with its own cluster.
+	g.Expect(ownsGroup(marker+" keeps the control-plane VMs apart", oc, "mc-2")).To(BeFalse(), "another management cluster's group")
+	g.Expect(ownsGroup("capov ovirtcluster=team-a/prod keeps the control-plane VMs apart", oc, "mc-1")).To(BeTrue(),
+		"a group made before the marker named the management cluster")
 }
 
 func TestFailureDomainsArePublishedForClusterAPI(t *testing.T) {

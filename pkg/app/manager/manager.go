@@ -178,9 +178,14 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	}).SetupWithManager(ctx, mgr, concurrency[providerController]); err != nil {
 		return fmt.Errorf("setting up the OVirtProvider controller: %w", err)
 	}
+	clusterID, err := managementClusterID(ctx, mgr.GetAPIReader(), opts.ManagementClusterID)
+	if err != nil {
+		return err
+	}
 	if err := (&controllers.OVirtClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
 		Recorder: mgr.GetEventRecorder("ovirtcluster-controller"), CheckInterval: opts.SyncPeriod, WatchFilterValue: opts.WatchFilter,
+		ManagementClusterID: clusterID,
 	}).SetupWithManager(ctx, mgr, concurrency[clusterController]); err != nil {
 		return fmt.Errorf("setting up the OVirtCluster controller: %w", err)
 	}
@@ -192,10 +197,6 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	intervals.VMRefresh = opts.SyncPeriod
 	intervals.Retry = opts.RetryInterval
 	intervals.NonSystemDiskRetry = opts.NonSystemDiskRetryInterval
-	clusterID, err := managementClusterID(ctx, mgr.GetAPIReader(), opts.ManagementClusterID)
-	if err != nil {
-		return err
-	}
 	var inventory *controllers.Inventory
 	if every := opts.Inventory(); every > 0 {
 		inventory = &controllers.Inventory{
