@@ -98,6 +98,9 @@ type Inventory struct {
 	Retry time.Duration
 	// PageSize is the number of VMs per request (DefaultInventoryPageSize when 0).
 	PageSize int
+	// GracePeriodOverride, when positive, replaces every provider's spec.orphanedVMsGracePeriod
+	// (the manager's --test-orphaned-vms-grace-period, for tests only).
+	GracePeriodOverride time.Duration
 	// WatchFilterValue limits the machines enqueued to the labelled ones.
 	WatchFilterValue string
 	// Metrics are the inventory gauges; nil for none.
@@ -591,6 +594,9 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 		if p.Spec.OrphanedVMsGracePeriod != nil {
 			// Admission refuses less than MinOrphanedVMsGracePeriod; what is stored is honoured.
 			grace = p.Spec.OrphanedVMsGracePeriod.Duration
+		}
+		if inv.GracePeriodOverride > 0 {
+			grace = inv.GracePeriodOverride
 		}
 		var serverRefs map[string]bool // listed once, before the first removal of this pass
 		var refsErr error

@@ -174,3 +174,23 @@ func TestAnEngineThatIgnoresPagingDoesNotLoopTheInventory(t *testing.T) {
 	_, _, obs := f.inv.lookup("p1", a.ID)
 	g.Expect(obs).To(Equal(vmPresent))
 }
+
+// TestTheTestGracePeriodReplacesTheProvidersOwn: --test-orphaned-vms-grace-period (tests only)
+// lets the chaos suite run past a grace period that admission keeps at 10 minutes or more.
+func TestTheTestGracePeriodReplacesTheProvidersOwn(t *testing.T) {
+	g := NewWithT(t)
+	f := newInventoryFixture(t)
+	f.deleteOrphansAfter(t, 24*time.Hour)
+	f.inv.GracePeriodOverride = 30 * time.Second
+	f.workloadCluster(t, "c1", testKey(3), nil)
+	vm := f.provenVMFor("lost-1", "c1", testKey(3), ovirt.VMStatusDown)
+	f.run(t)
+	f.now = f.now.Add(29 * time.Second)
+	f.run(t)
+	_, ok := f.ov.VM(vm.ID)
+	g.Expect(ok).To(BeTrue(), "not before the overriding grace period")
+	f.now = f.now.Add(time.Second)
+	f.run(t)
+	_, ok = f.ov.VM(vm.ID)
+	g.Expect(ok).To(BeFalse(), "down for the overriding grace period: removed, a day before the provider's own")
+}

@@ -61,6 +61,8 @@ func Scenarios() []Scenario {
 			Run: func(ctx context.Context, r *Run) error { return r.Standard(ctx, vmPoweredOffOutOfBand) }},
 		{Name: "clusterctl-move", Fault: "clusterctl move to a second management cluster sharing the Engine, then deletion there", Defects: []int{1, 3},
 			Run: runMove},
+		{Name: "hostile-management-cluster", Fault: "a second management cluster on the Engine creates a Cluster of the same name, objects named like the victims with their providerIDs, a worker that wants their group and one that names it, then deletes them",
+			Run: runHostileManagement},
 		{Name: "cluster-paused-mid-delete", Fault: "the Cluster is paused while its machines are being deleted, then unpaused", Short: true,
 			Run: runPausedMidDelete},
 		{Name: "foreign-vms", Fault: "foreign VMs: one named like a machine, one named by a crafted providerID, a copied object with another machine's providerID", Defects: []int{1},

@@ -203,6 +203,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
 			Recorder: mgr.GetEventRecorder("ovirtprovider-inventory"), ManagementClusterID: clusterID,
 			Interval: every, Retry: opts.RetryInterval, PageSize: opts.InventoryPageSize, WatchFilterValue: opts.WatchFilter,
+			GracePeriodOverride: opts.TestOrphanedVMsGracePeriod,
 			Metrics: controllers.NewInventoryMetrics(ctrlmetrics.Registry), Log: log.WithName("inventory"),
 		}
 		if err := mgr.Add(inventory); err != nil {

@@ -51,6 +51,7 @@ func TestMainFlags(t *testing.T) {
 		{"an unknown logging format exits 2", []string{"--logging-format=xml"}, 2, "Unsupported log format"},
 		{"a negative inventory interval exits 2", []string{"--inventory-interval=-5s"}, 2, "--inventory-interval must not be negative (0 turns the inventory off)"},
 		{"an inventory page of 0 exits 2", []string{"--inventory-page-size=0"}, 2, "--inventory-page-size must be between 1 and 1000"},
+		{"a negative test grace period exits 2", []string{"--test-orphaned-vms-grace-period=-1s"}, 2, "--test-orphaned-vms-grace-period must not be negative"},
 		{"a management-cluster id with a space exits 2", []string{"--management-cluster-id=prod cluster"}, 2,
 			"--management-cluster-id may hold only letters, digits, '.', '_' and '-', at most 64 of them"},
 		{"an unknown CRD migration phase exits 2 naming the flag and the valid values", []string{"--skip-crd-migration-phases=StorageVersionMigration,All"}, 2,

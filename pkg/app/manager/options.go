@@ -83,6 +83,9 @@ type Options struct {
 	InventoryInterval time.Duration
 	// InventoryPageSize is the number of VMs per inventory request.
 	InventoryPageSize int
+	// TestOrphanedVMsGracePeriod, when positive, replaces every OVirtProvider's
+	// spec.orphanedVMsGracePeriod (tests only: the chaos suite runs past it).
+	TestOrphanedVMsGracePeriod time.Duration
 	// ManagementClusterID is the id written into VM owner markers; empty means the UID of the
 	// kube-system Namespace.
 	ManagementClusterID string
@@ -157,6 +160,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.SkipCRDMigrationPhases, "skip-crd-migration-phases", nil, "Comma-separated list of CRD storage migration phases not to run at start: StorageVersionMigration (rewrite every object in the storage version v1beta2 and set the CRDs' status.storedVersions to [v1beta2]), CleanupManagedFields (drop managedFields entries of API versions no longer served). Default: run both.")
 	fs.DurationVar(&o.InventoryInterval, "inventory-interval", -1, "Time between two bulk inventories of each OVirtProvider's VMs (one paginated search per provider): Ready machines read their VM from it, out-of-band changes and orphaned VMs are noticed within it. Default: --sync-period. 0 turns the inventory off: Ready machines then read their VMs one by one, once per --sync-period.")
 	fs.IntVar(&o.InventoryPageSize, "inventory-page-size", 200, "Number of VMs per inventory request (1-1000).")
+	fs.DurationVar(&o.TestOrphanedVMsGracePeriod, "test-orphaned-vms-grace-period", 0, "FOR TESTS ONLY: when positive, replaces the spec.orphanedVMsGracePeriod of every OVirtProvider (whose admission minimum is 10m), so that a test can run past it. Never set it in production: a clusterctl move needs the grace period to finish.")
 	fs.StringVar(&o.ManagementClusterID, "management-cluster-id", "", "Id of this management cluster, written into the owner marker of every VM it creates (management-cluster=<id>): VMs with another id belong to another management cluster sharing the Engine and are never orphans here. Default: the UID of the kube-system Namespace. Letters, digits, '.', '_' and '-', at most 64.")
 	fs.DurationVar(&o.OVirtLookupCacheTTL, "ovirt-lookup-cache-ttl", 2*time.Minute, "How long template, cluster, storage-domain and vNIC-profile lookups are cached; 0 disables.")
 }
@@ -192,6 +196,7 @@ func (o *Options) Validate() error {
 		{o.OVirtAuthBackoff >= 0, "--ovirt-auth-backoff must not be negative"},
 		{o.OVirtLookupCacheTTL >= 0, "--ovirt-lookup-cache-ttl must not be negative"},
 		{o.InventoryInterval >= 0 || o.InventoryInterval == -1, "--inventory-interval must not be negative (0 turns the inventory off)"},
+		{o.TestOrphanedVMsGracePeriod >= 0, "--test-orphaned-vms-grace-period must not be negative (0: the providers' own grace periods)"},
 		{o.InventoryPageSize >= 1 && o.InventoryPageSize <= 1000, "--inventory-page-size must be between 1 and 1000"},
 		{validClusterID(o.ManagementClusterID), "--management-cluster-id may hold only letters, digits, '.', '_' and '-', at most 64 of them"},
 		{o.CredentialsNamespace != "", "--credentials-namespace must not be empty"},
