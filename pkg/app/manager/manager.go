@@ -204,7 +204,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			Recorder: mgr.GetEventRecorder("ovirtprovider-inventory"), ManagementClusterID: clusterID,
 			Interval: every, Retry: opts.RetryInterval, PageSize: opts.InventoryPageSize, WatchFilterValue: opts.WatchFilter,
 			GracePeriodOverride: opts.TestOrphanedVMsGracePeriod,
-			Metrics: controllers.NewInventoryMetrics(ctrlmetrics.Registry), Log: log.WithName("inventory"),
+			Metrics:             controllers.NewInventoryMetrics(ctrlmetrics.Registry), Log: log.WithName("inventory"),
 		}
 		if err := mgr.Add(inventory); err != nil {
 			return fmt.Errorf("adding the inventory: %w", err)
