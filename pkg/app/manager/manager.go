@@ -203,8 +203,8 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
 			Recorder: mgr.GetEventRecorder("ovirtprovider-inventory"), ManagementClusterID: clusterID,
 			Interval: every, Retry: opts.RetryInterval, PageSize: opts.InventoryPageSize, WatchFilterValue: opts.WatchFilter,
+			Metrics: controllers.NewInventoryMetrics(ctrlmetrics.Registry), Log: log.WithName("inventory"),
 			GracePeriodOverride: opts.TestOrphanedVMsGracePeriod,
-			Metrics:             controllers.NewInventoryMetrics(ctrlmetrics.Registry), Log: log.WithName("inventory"),
 		}
 		if err := mgr.Add(inventory); err != nil {
 			return fmt.Errorf("adding the inventory: %w", err)
