@@ -312,13 +312,13 @@ func TestTheOwnerMarkerNamesTheManagementCluster(t *testing.T) {
 	o, ok := parseOwnerMarker("before " + m + " after")
 	g.Expect(ok).To(BeTrue())
 	g.Expect(o).To(Equal(vmOwner{namespace: "team-a", name: "w-1", uid: "uid-1", cluster: "mc-1"}))
-	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: m}, om, "mc-1")).To(BeFalse(), "a marker from before the proof")
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: m}, om, "mc-1", "c1")).To(BeFalse(), "a marker from before the proof")
 	om.Labels = map[string]string{clusterv1.ClusterNameLabel: "c1"}
 	current := signed(om, "mc-1", "c1", "w-1", testKey(1))
-	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: current}, om, "mc-1")).To(BeTrue())
-	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: current}, om, "mc-2")).To(BeFalse())
-	g.Expect(markerCurrent(&ovirt.VM{Name: "w-2", Comment: current}, om, "mc-1")).To(BeFalse(), "written for another VM")
-	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: ownerMarker(om, "")}, om, "mc-1")).To(BeFalse(), "a marker from before the field")
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: current}, om, "mc-1", "c1")).To(BeTrue())
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: current}, om, "mc-2", "c1")).To(BeFalse())
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-2", Comment: current}, om, "mc-1", "c1")).To(BeFalse(), "written for another VM")
+	g.Expect(markerCurrent(&ovirt.VM{Name: "w-1", Comment: ownerMarker(om, "")}, om, "mc-1", "c1")).To(BeFalse(), "a marker from before the field")
 	g.Expect(ownedBy(ovirt.VM{Comment: m}, om)).To(BeTrue(), "adoption by name does not depend on it")
 
 	g.Expect(withOwnerMarker("x "+ownerMarker(om, "")+" y", om, "mc-1")).To(Equal("x "+m+" y"), "an old marker gains the field")

@@ -106,12 +106,12 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 			case obs == vmPending:
 				// After a start or a leader change: the first inventory wakes the machine.
 				return ctrl.Result{RequeueAfter: r.Inventory.pendingWait()}, nil
-			case obs == vmMissingOnce || obs == vmPresent && vm.Status == ovirt.VMStatusUp && !complete && markerCurrent(vm, om, r.ManagementClusterID):
+			case obs == vmMissingOnce || obs == vmPresent && vm.Status == ovirt.VMStatusUp && !complete && markerCurrent(vm, om, r.ManagementClusterID, clusterOf(s)):
 				// Missing once proves nothing yet; an inventory without devices cannot refresh
 				// the addresses: keep the last observation.
 				statusOnly()
 				observed = true
-			case obs == vmPresent && vm.Status == ovirt.VMStatusUp && markerCurrent(vm, om, r.ManagementClusterID):
+			case obs == vmPresent && vm.Status == ovirt.VMStatusUp && markerCurrent(vm, om, r.ManagementClusterID, clusterOf(s)):
 				// Up as listed, and provably ours: the steps after ensureVM only refresh what is
 				// recorded (addresses, host) and write nothing to oVirt.
 				s.listed = vm

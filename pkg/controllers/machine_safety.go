@@ -201,15 +201,15 @@ func ownedBy(vm ovirt.VM, om *infrav1.OVirtMachine) bool {
 }
 
 // markerCurrent reports whether vm's owner marker is the one this object writes now: its
-// namespace, name, UID, this management cluster, its provider and Cluster, the VM's own name,
+// namespace, name, UID, this management cluster, its provider and Cluster (cluster), the VM's own name,
 // and a proof (checked when it was written or adopted; the inventory checks it again before it
 // acts on a VM).
-func markerCurrent(vm *ovirt.VM, om *infrav1.OVirtMachine, mc string) bool {
+func markerCurrent(vm *ovirt.VM, om *infrav1.OVirtMachine, mc, cluster string) bool {
 	o, ok := parseOwnerMarker(vm.Comment)
 	if !ok || o.proof == "" {
 		return false
 	}
-	want := ownerFor(om, mc, om.Labels[clusterv1.ClusterNameLabel], vm.Name)
+	want := ownerFor(om, mc, cluster, vm.Name)
 	want.proof = o.proof
 	return o == want
 }
@@ -266,7 +266,7 @@ func (r *OVirtMachineReconciler) proveOwnership(ctx context.Context, s *machineS
 				"does not verify under the key of Cluster %q for this VM and provider", owner.namespace, owner.name, owner.uid, owner.cluster, cluster))
 		}
 	}
-	if !refresh || (sameObject && markerCurrent(vm, om, r.ManagementClusterID)) || vm.Status == ovirt.VMStatusImageLocked {
+	if !refresh || (sameObject && markerCurrent(vm, om, r.ManagementClusterID, clusterOf(s))) || vm.Status == ovirt.VMStatusImageLocked {
 		// While oVirt creates the VM it refuses every edit: the marker is updated on a later
 		// read.
 		return true, nil

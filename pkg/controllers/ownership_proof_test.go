@@ -181,7 +181,7 @@ func TestAMarkerWrittenBeforeTheProofIsSignedOnce(t *testing.T) {
 	g.Expect(got.Comment).To(HavePrefix("team notes capov ovirtmachine=ns/w-1 uid=om-uid"))
 	o, _ := parseOwnerMarker(got.Comment)
 	g.Expect(o.verifies(secret.Data[ownershipKeyField])).To(BeTrue())
-	g.Expect(markerCurrent(&got, f.get(t), "")).To(BeTrue())
+	g.Expect(markerCurrent(&got, f.get(t), "", "c1")).To(BeTrue())
 }
 
 // TestANewVMIsSignedFromItsCreation: the create request carries the signed marker (no extra
