@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -295,7 +296,6 @@ func (r *OVirtClusterReconciler) verifyGroups(ctx context.Context, e *engines, o
 // group stays until the cluster is deleted.
 func (r *OVirtClusterReconciler) reconcileGroups(ctx context.Context, e *engines, oc *infrav1.OVirtCluster, st placementState) error {
 	log := ctrl.LoggerFrom(ctx)
-	marker := groupMarker(oc, r.ManagementClusterID)
 	var problems []string
 	reason := infrav1.AffinityGroupFailedReason
 	keys := make([]groupKey, 0, len(st.groups))
@@ -333,7 +333,7 @@ func (r *OVirtClusterReconciler) reconcileGroups(ctx context.Context, e *engines
 			g.Enforcing = enforcing
 			continue
 		}
-		g, taken, err := r.ensureGroup(ctx, c, oc, k, enforcing, marker)
+		g, taken, err := r.ensureGroup(ctx, c, oc, k, enforcing)
 		switch {
 		case err != nil:
 			if errors.Is(err, ovirt.ErrUnreachable) || errors.Is(err, ovirt.ErrLocked) {
@@ -343,7 +343,9 @@ func (r *OVirtClusterReconciler) reconcileGroups(ctx context.Context, e *engines
 			r.Recorder.Eventf(oc, nil, corev1.EventTypeWarning, eventAffinityGroupFailed, "CreateAffinityGroup", "affinity group for %s in oVirt cluster %s: %v", k.role, k.ovirtCluster, err)
 		case taken:
 			reason = infrav1.AffinityGroupNameTakenReason
-			msg := fmt.Sprintf("an affinity group named %q exists in oVirt cluster %s but was not made for OVirtCluster %s/%s (its description lacks %q); CAPOV does not touch it: rename or delete it in oVirt", g.Name, k.ovirtCluster, oc.Namespace, oc.Name, marker)
+			msg := fmt.Sprintf("an affinity group named %q exists in oVirt cluster %s but was not made for OVirtCluster %s/%s of this management cluster "+
+				"(its description lacks %q, or names another management cluster without a proof this cluster's key verifies); CAPOV does not touch it: rename or delete it in oVirt",
+				g.Name, k.ovirtCluster, oc.Namespace, oc.Name, groupMarker(oc, r.ManagementClusterID, nil, ""))
 			problems = append(problems, msg)
 			if !strings.Contains(v1beta1conditions.GetMessage(oc, infrav1.AffinityGroupsReadyCondition), g.Name) {
 				r.Recorder.Eventf(oc, nil, corev1.EventTypeWarning, eventAffinityGroupTaken, "CreateAffinityGroup", "%s", msg)
@@ -381,7 +383,7 @@ func (r *OVirtClusterReconciler) reconcileGroups(ctx context.Context, e *engines
 
 // ensureGroup finds the group by name in the oVirt cluster or creates it. taken is true when a
 // group of that name exists without this cluster's marker.
-func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client, oc *infrav1.OVirtCluster, k groupKey, enforcing bool, marker string) (*infrav1.OVirtAffinityGroup, bool, error) {
+func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client, oc *infrav1.OVirtCluster, k groupKey, enforcing bool) (*infrav1.OVirtAffinityGroup, bool, error) {
 	cl, err := c.FindCluster(ctx, k.ovirtCluster)
 	if err != nil {
 		return nil, false, fmt.Errorf("finding oVirt cluster %q: %w", k.ovirtCluster, err)
@@ -392,9 +394,15 @@ func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client
 	if err != nil {
 		return nil, false, fmt.Errorf("listing the affinity groups of oVirt cluster %q: %w", k.ovirtCluster, err)
 	}
-	if i := slices.IndexFunc(groups, func(g ovirt.AffinityGroup) bool { return g.Name == name }); i >= 0 {
+	i := slices.IndexFunc(groups, func(g ovirt.AffinityGroup) bool { return g.Name == name })
+	// The key of the cluster's Cluster signs a new group's marker and proves a moved one's.
+	key, err := r.ownershipKey(ctx, oc, i < 0)
+	if err != nil {
+		return nil, false, err
+	}
+	if i >= 0 {
 		g := groups[i]
-		if !ownsGroup(g.Description, oc, r.ManagementClusterID) || g.Positive {
+		if !ownsGroup(g.Description, oc, r.ManagementClusterID, key, name) || g.Positive {
 			return rec, true, nil
 		}
 		// Ours, created before the status recorded it (a lost patch, a move).
@@ -408,7 +416,7 @@ func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client
 	}
 	g, err := c.CreateAffinityGroup(ctx, ovirt.AffinityGroupSpec{
 		ClusterID: cl.ID, Name: name, Positive: false, Enforcing: enforcing,
-		Description: marker + " " + fmt.Sprintf("keeps the %s VMs of cluster %s on different hosts (managed by CAPOV)", k.role, oc.Name),
+		Description: groupMarker(oc, r.ManagementClusterID, key, name) + " " + fmt.Sprintf("keeps the %s VMs of cluster %s on different hosts (managed by CAPOV)", k.role, oc.Name),
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("creating affinity group %q: %w", name, err)
@@ -418,6 +426,22 @@ func (r *OVirtClusterReconciler) ensureGroup(ctx context.Context, c ovirt.Client
 	r.Recorder.Eventf(oc, nil, corev1.EventTypeNormal, eventAffinityGroupCreated, "CreateAffinityGroup",
 		"Created affinity group %s in oVirt cluster %s for the %s VMs (enforcing=%t)", name, k.ovirtCluster, k.role, enforcing)
 	return rec, false, nil
+}
+
+// ownershipKey returns the ownership key of the OVirtCluster's Cluster (ownership_proof.go),
+// created when create is set and the Cluster has none; nil when there is none (or no Cluster).
+func (r *OVirtClusterReconciler) ownershipKey(ctx context.Context, oc *infrav1.OVirtCluster, create bool) ([]byte, error) {
+	if r.APIReader == nil {
+		return nil, nil
+	}
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, oc.ObjectMeta)
+	if err != nil || cluster == nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if create {
+		return ensureOwnershipKey(ctx, r.Client, r.APIReader, cluster)
+	}
+	return readOwnershipKey(ctx, r.APIReader, cluster.Namespace, cluster.Name)
 }
 
 // deleteGroup deletes a recorded group in oVirt if it is still ours. gone is true when the
@@ -455,7 +479,11 @@ func (r *OVirtClusterReconciler) deleteGroup(ctx context.Context, e *engines, oc
 	if i < 0 {
 		return true, nil
 	}
-	if !ownsGroup(groups[i].Description, oc, r.ManagementClusterID) {
+	key, err := r.ownershipKey(ctx, oc, false)
+	if err != nil {
+		return false, err
+	}
+	if !ownsGroup(groups[i].Description, oc, r.ManagementClusterID, key, groups[i].Name) {
 		log.Info("Not deleting an affinity group that no longer carries the cluster's marker")
 		return true, nil
 	}

@@ -15,24 +15,39 @@ import (
 )
 
 // groupMarkerPrefix starts the owner marker CAPOV writes into the description of every affinity
-// group it creates: "capov ovirtcluster=<namespace>/<name> management-cluster=<id>". A group
-// whose description does not carry the marker of the OVirtCluster is never changed or deleted.
+// group it creates: "capov ovirtcluster=<namespace>/<name> management-cluster=<id> proof=<proof>".
+// A group whose description does not carry the marker of the OVirtCluster is never changed or
+// deleted.
 const groupMarkerPrefix = "capov ovirtcluster="
 
-// groupMarker is the owner marker of the affinity groups of an OVirtCluster of the management
-// cluster mc.
-func groupMarker(oc *infrav1.OVirtCluster, mc string) string {
+// groupMarker is the owner marker of the affinity group named group of an OVirtCluster of the
+// management cluster mc, with its ownership proof under key (none without a key).
+func groupMarker(oc *infrav1.OVirtCluster, mc string, key []byte, group string) string {
 	m := groupMarkerPrefix + oc.Namespace + "/" + oc.Name
 	if mc != "" {
 		m += " " + markerClusterField + mc
 	}
+	if key != nil {
+		m += " proof=" + groupProof(key, oc, group)
+	}
 	return m
 }
 
-// ownsGroup reports whether an affinity group's description carries exactly the marker of this
-// OVirtCluster of management cluster mc, and no other. A marker without a management cluster
-// (written before the field existed) counts as this management cluster's.
-func ownsGroup(description string, oc *infrav1.OVirtCluster, mc string) bool {
+// groupProof is the ownership proof of a group's marker: an HMAC under the key of the cluster's
+// Cluster (ownership_proof.go) over the cluster's namespace/name and the group's name. It does
+// not name the management cluster, so that the target of a clusterctl move, which holds the
+// moved key, can prove the group its own (a group's description is never rewritten).
+func groupProof(key []byte, oc *infrav1.OVirtCluster, group string) string {
+	return vmOwner{namespace: oc.Namespace, name: oc.Name, uid: "affinity-group", vm: group}.sign(key)
+}
+
+// ownsGroup reports whether the description of the affinity group named group carries exactly
+// the marker of this OVirtCluster, and no other, for this management cluster mc: its own id, no
+// id (a group made before the field existed), or another management cluster's id with a proof
+// that verifies under key, the key of this cluster's Cluster (the group came with clusterctl
+// move). A cluster of the same namespace/name in another management cluster that does not hold
+// the key never takes the group for its own.
+func ownsGroup(description string, oc *infrav1.OVirtCluster, mc string, key []byte, group string) bool {
 	if strings.Count(description, groupMarkerPrefix) != 1 {
 		return false
 	}
@@ -40,12 +55,27 @@ func ownsGroup(description string, oc *infrav1.OVirtCluster, mc string) bool {
 	if len(fields) == 0 || fields[0] != oc.Namespace+"/"+oc.Name {
 		return false
 	}
-	if len(fields) > 1 {
-		if id, ok := strings.CutPrefix(fields[1], markerClusterField); ok {
-			return id == mc
+	var id, proof string
+	hasID := false
+	for _, f := range fields[1:] {
+		if v, ok := strings.CutPrefix(f, markerClusterField); ok {
+			id, hasID = v, true
+			continue
 		}
+		if v, ok := strings.CutPrefix(f, "proof="); ok {
+			proof = v
+			continue
+		}
+		break
 	}
-	return true
+	switch {
+	case !hasID || id == mc:
+		return true
+	case proof == "" || key == nil:
+		return false
+	}
+	o := vmOwner{namespace: oc.Namespace, name: oc.Name, uid: "affinity-group", vm: group, proof: proof}
+	return o.verifies(key)
 }
 
 // maxGroupName is the longest affinity group name CAPOV writes (the Engine accepts 255).

@@ -99,17 +99,26 @@ func TestGroupNamesAreValidAndCarryTheMarker(t *testing.T) {
 	g.Expect(len(a)).To(BeNumerically("<=", maxGroupName))
 	g.Expect(a).NotTo(Equal(b), "truncated names stay distinct")
 
-	marker := groupMarker(oc, "mc-1")
-	g.Expect(marker).To(Equal("capov ovirtcluster=team-a/prod management-cluster=mc-1"))
-	g.Expect(ownsGroup(marker+" keeps the control-plane VMs apart", oc, "mc-1")).To(BeTrue())
-	g.Expect(ownsGroup("made by hand", oc, "mc-1")).To(BeFalse())
-	g.Expect(ownsGroup("capov ovirtcluster=team-a/prod-2 x", oc, "mc-1")).To(BeFalse(), "another cluster whose name starts the same")
-	g.Expect(ownsGroup(marker+" "+"capov ovirtcluster=team-b/prod", oc, "mc-1")).To(BeFalse(), "two markers prove nothing")
+	key := testKey(1)
+	const group = "capov-team-a-prod-control-plane-Default"
+	marker := groupMarker(oc, "mc-1", key, group)
+	g.Expect(marker).To(MatchRegexp(`^capov ovirtcluster=team-a/prod management-cluster=mc-1 proof=[A-Za-z0-9_-]{22}$`))
+	owns := func(description, mc string, key []byte) bool { return ownsGroup(description, oc, mc, key, group) }
+	g.Expect(owns(marker+" keeps the control-plane VMs apart", "mc-1", key)).To(BeTrue())
+	g.Expect(owns(marker+" keeps the control-plane VMs apart", "mc-1", nil)).To(BeTrue(), "its own management cluster needs no key")
+	g.Expect(owns("made by hand", "mc-1", key)).To(BeFalse())
+	g.Expect(owns("capov ovirtcluster=team-a/prod-2 x", "mc-1", key)).To(BeFalse(), "another cluster whose name starts the same")
+	g.Expect(owns(marker+" "+"capov ovirtcluster=team-b/prod", "mc-1", key)).To(BeFalse(), "two markers prove nothing")
 	// A cluster of the same namespace/name in another management cluster on the same Engine
 	// (a tenant's, or a second installation's) never takes this one's groups for its own: before,
 	// it changed their enforcement and deleted them with its own cluster.
-	g.Expect(ownsGroup(marker+" keeps the control-plane VMs apart", oc, "mc-2")).To(BeFalse(), "another management cluster's group")
-	g.Expect(ownsGroup("capov ovirtcluster=team-a/prod keeps the control-plane VMs apart", oc, "mc-1")).To(BeTrue(),
+	g.Expect(owns(marker, "mc-2", testKey(2))).To(BeFalse(), "another management cluster without the key")
+	g.Expect(owns(marker, "mc-2", nil)).To(BeFalse())
+	g.Expect(owns(groupMarker(oc, "mc-1", nil, group), "mc-2", key)).To(BeFalse(), "another management cluster's group without a proof")
+	// The target of clusterctl move holds the moved key: the group is its own.
+	g.Expect(owns(marker, "mc-2", key)).To(BeTrue(), "moved with its key")
+	g.Expect(ownsGroup(marker, oc, "mc-2", key, "capov-team-a-prod-md-x-Default")).To(BeFalse(), "the proof names its group")
+	g.Expect(owns("capov ovirtcluster=team-a/prod keeps the control-plane VMs apart", "mc-1", nil)).To(BeTrue(),
 		"a group made before the marker named the management cluster")
 }
 

@@ -56,9 +56,9 @@ func runHostileManagement(ctx context.Context, r *Run) error {
 	}
 	defer hostile.Stop()
 	w.addProcess(hostile.Manager, hostile.Webhook)
+	// Not watched like the first one's (the watcher keys machines by namespace/name, and these
+	// share the victims'): what the hostile objects may do is checked below.
 	hc := hostile.Env.Client
-	w.Watcher.AddClient(hc)
-	defer w.Watcher.RemoveClient(hc)
 	for _, o := range []client.Object{
 		harness.Namespace(CredentialsNamespace),
 		harness.CredentialsSecret(CredentialsNamespace, SecretName, w.Username, w.Password),
@@ -123,11 +123,11 @@ func runHostileManagement(ctx context.Context, r *Run) error {
 
 	// Its manager reconciles them for a while, then the tenant deletes everything.
 	sleep(ctx, 10*time.Second)
-	for _, name := range hostileMachines {
+	for _, v := range victims {
 		om := &infrav1.OVirtMachine{}
-		if err := hc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, om); err == nil && om.Spec.ProviderID != "" {
+		if err := hc.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.Name}, om); err == nil {
 			if reason := readyReason(om); !strings.Contains(reason, infrav1.VMNotOwnedReason) {
-				r.Note("the hostile OVirtMachine %s with another cluster's providerID reports %q, not %s", name, reason, infrav1.VMNotOwnedReason)
+				r.Note("the hostile OVirtMachine %s with the providerID of the victim's VM reports %q, not %s", v.Name, reason, infrav1.VMNotOwnedReason)
 			}
 		}
 	}
