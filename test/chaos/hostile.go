@@ -131,17 +131,29 @@ func runHostileManagement(ctx context.Context, r *Run) error {
 			}
 		}
 	}
-	start := time.Now()
+	// The tenant deletes its Cluster. Cluster.WaitGone is not used: its check of the namespace's
+	// VMs would count the victims', which share the namespace and must stay.
 	if err := hc.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hcl.Name}}); err != nil {
 		return fmt.Errorf("deleting the hostile Cluster: %w", err)
 	}
-	if err := hcl.waitGone(ctx, start, 15*time.Second, false); err != nil {
+	hostileGone := func(d time.Duration) error {
+		return poll(ctx, d, 250*time.Millisecond, func() (bool, error) {
+			oms, err := hcl.OVirtMachines(ctx)
+			return err == nil && len(oms) == 0, err
+		})
+	}
+	if err := hostileGone(15 * time.Second); err != nil {
 		// VMs that do not prove they are the hostile objects' are never written, and their
 		// finalizers wait for a human decision: the tenant's admin takes them.
-		r.Note("the hostile OVirtMachines kept their finalizers (%v); removed by hand", err)
+		oms, _ := hcl.OVirtMachines(ctx)
+		var held []string
+		for i := range oms {
+			held = append(held, oms[i].Name+": "+deletedReason(&oms[i]))
+		}
+		r.Note("the hostile OVirtMachines kept their finalizers (%s); removed by hand", strings.Join(held, "; "))
 		removeFinalizers(ctx, hc, ns)
-		if err := hcl.WaitGone(ctx, time.Now(), w.Cfg.Bound); err != nil {
-			return err
+		if err := hostileGone(w.Cfg.Bound); err != nil {
+			return fmt.Errorf("the hostile OVirtMachines: %w", err)
 		}
 	}
 
