@@ -161,8 +161,10 @@ func runHostileManagement(ctx context.Context, r *Run) error {
 	for _, v := range victims {
 		victimIDs[v.Status.VMID] = v.Name
 	}
-	for _, wr := range w.Watcher.Writes(attacked) {
+	writes, reached := w.Watcher.Writes(attacked), 0
+	for _, wr := range writes {
 		if name, ok := victimIDs[wr.VMID]; ok {
+			reached++
 			r.Violate("hostile|"+wr.Method+wr.Template, I2,
 				fmt.Sprintf("after a hostile management cluster created an object named like %s with its providerID, %s %s reached its VM %s", name, wr.Method, wr.Template, wr.VMID),
 				"OVirtMachine "+ns+"/"+name, "VM "+wr.VMID)
@@ -187,7 +189,8 @@ func runHostileManagement(ctx context.Context, r *Run) error {
 					g.Name, ns, ok, g.VMEnforcing, a.VMEnforcing, g.VMs, a.VMs), "affinity group "+g.Name)
 		}
 	}
-	r.Note("%d writes by the hostile management cluster reached none of the %d victim VMs and %d groups", len(w.Watcher.Writes(attacked)), len(victims), len(groupsBefore))
+	r.Note("of %d writes to oVirt VMs after the hostile management cluster started, %d reached the %d victim VMs; %d affinity groups of the victims' cluster checked",
+		len(writes), reached, len(victims), len(groupsBefore))
 	r.Healed = time.Now()
 	return r.Finish(ctx)
 }
