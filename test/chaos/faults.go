@@ -61,6 +61,8 @@ func Scenarios() []Scenario {
 			Run: func(ctx context.Context, r *Run) error { return r.Standard(ctx, vmPoweredOffOutOfBand) }},
 		{Name: "clusterctl-move", Fault: "clusterctl move to a second management cluster sharing the Engine, then deletion there", Defects: []int{1, 3},
 			Run: runMove},
+		{Name: "clusterctl-move-target-late", Fault: "clusterctl move with spec.orphanedVMs: Delete while the target's manager is frozen past the source's grace period (one moved VM down)",
+			Run: runMoveTargetLate},
 		{Name: "hostile-management-cluster", Fault: "a second management cluster on the Engine creates a Cluster of the same name, objects named like the victims with their providerIDs, a worker that wants their group and one that names it, then deletes them",
 			Run: runHostileManagement},
 		{Name: "cluster-paused-mid-delete", Fault: "the Cluster is paused while its machines are being deleted, then unpaused", Short: true,

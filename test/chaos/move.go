@@ -37,81 +37,19 @@ func runMove(ctx context.Context, r *Run) error {
 	}
 	w := r.W
 	ns := r.Namespace()
-	cp := harness.Machine(r.Cluster.cluster, ns+"-cp", "bootstrap-data")
-	cp.Labels[clusterv1.MachineControlPlaneLabel] = ""
-	cp.Spec.Version = "v1.31.0"
-	if err := createRetrying(ctx, w.C, cp); err != nil {
+	if ok, err := provisionForMove(ctx, r); err != nil || !ok {
+		if err == nil {
+			return r.Finish(ctx)
+		}
 		return err
-	}
-	if err := createRetrying(ctx, w.C, harness.OVirtMachine(cp, machineSpec())); err != nil {
-		return err
-	}
-	r.Start = time.Now()
-	r.Driver.Run(ctx, w.Cfg.Duration)
-	// Move at least a worker of each kind with the control plane.
-	if plain, replicas := r.Driver.Wanted(); len(plain) == 0 || replicas == 0 {
-		if len(plain) == 0 {
-			if err := r.Driver.CreatePlain(ctx); err != nil {
-				return err
-			}
-		}
-		if replicas == 0 {
-			if err := r.Driver.scaleBy(ctx, 1); err != nil {
-				return err
-			}
-		}
-	}
-	r.Driver.Adopt(cp.Name)
-	r.Healed = time.Now()
-	if _, err := r.Driver.WaitConverged(ctx, w.Cfg.Bound); err != nil {
-		r.Violate("converge", Converge, fmt.Sprintf("not converged before the move: %v", err), "namespace "+ns)
-		return r.Finish(ctx)
-	}
-	// clusterctl moves only a provisioned cluster: every Machine with a Node, the control plane
-	// initialized.
-	if err := poll(ctx, w.Cfg.Bound, 250*time.Millisecond, func() (bool, error) {
-		ms := &clusterv1.MachineList{}
-		if err := w.C.List(ctx, ms, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		for _, m := range ms.Items {
-			if !m.Status.NodeRef.IsDefined() {
-				return false, nil
-			}
-		}
-		c := &clusterv1.Cluster{}
-		if err := w.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.Cluster.Name}, c); err != nil {
-			return false, err
-		}
-		return conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition), nil
-	}); err != nil {
-		return fmt.Errorf("the cluster is not provisioned for clusterctl move: %w", err)
 	}
 	before := vmsOf(w, ns)
-
-	target, err := w.Stack.StartManagement(ctx, "mgmt2", logr.Discard(), ManagerFlags, []string{"--debug"})
+	target, from, to, err := startMoveTarget(ctx, w)
 	if err != nil {
-		return fmt.Errorf("starting the second management cluster: %w", err)
+		return err
 	}
 	defer target.Stop()
-	w.addProcess(target.Manager, target.Webhook)
-	w.Watcher.AddClient(target.Env.Client)
 	defer w.Watcher.RemoveClient(target.Env.Client)
-
-	cfg, err := clusterctlconfig.New(ctx, "", clusterctlconfig.InjectReader(clusterctlconfig.NewMemoryReader()))
-	if err != nil {
-		return fmt.Errorf("clusterctl configuration: %w", err)
-	}
-	from := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: w.Stack.KubeconfigPath}, cfg)
-	to := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: target.KubeconfigPath}, cfg)
-	for _, side := range []struct {
-		c  client.Client
-		cc clusterctlcluster.Client
-	}{{w.C, from}, {target.Env.Client, to}} {
-		if err := asIfClusterctlInit(ctx, side.c, side.cc); err != nil {
-			return err
-		}
-	}
 	// Machines of the target's MachineDeployment (kubeconfig, bootstrap data) and the provider
 	// come with the move.
 	moveStart := time.Now()
@@ -282,4 +220,95 @@ func checkMovedSecret(ctx context.Context, r *Run, target client.Client) {
 		return
 	}
 	r.Note("the credentials Secret was copied to the target by hand")
+}
+
+// provisionForMove gives the run's cluster a control-plane Machine and the driver's workers,
+// waits until it converged and clusterctl would move it (every Machine with a Node, the control
+// plane initialized). ok is false when it did not converge (recorded).
+func provisionForMove(ctx context.Context, r *Run) (ok bool, _ error) {
+	w := r.W
+	ns := r.Namespace()
+	cp := harness.Machine(r.Cluster.cluster, ns+"-cp", "bootstrap-data")
+	cp.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	cp.Spec.Version = "v1.31.0"
+	if err := createRetrying(ctx, w.C, cp); err != nil {
+		return false, err
+	}
+	if err := createRetrying(ctx, w.C, harness.OVirtMachine(cp, machineSpec())); err != nil {
+		return false, err
+	}
+	r.Start = time.Now()
+	r.Driver.Run(ctx, w.Cfg.Duration)
+	// Move at least a worker of each kind with the control plane.
+	if plain, replicas := r.Driver.Wanted(); len(plain) == 0 || replicas == 0 {
+		if len(plain) == 0 {
+			if err := r.Driver.CreatePlain(ctx); err != nil {
+				return false, err
+			}
+		}
+		if replicas == 0 {
+			if err := r.Driver.scaleBy(ctx, 1); err != nil {
+				return false, err
+			}
+		}
+	}
+	r.Driver.Adopt(cp.Name)
+	r.Healed = time.Now()
+	if _, err := r.Driver.WaitConverged(ctx, w.Cfg.Bound); err != nil {
+		r.Violate("converge", Converge, fmt.Sprintf("not converged before the move: %v", err), "namespace "+ns)
+		return false, nil
+	}
+	// clusterctl moves only a provisioned cluster: every Machine with a Node, the control plane
+	// initialized.
+	if err := poll(ctx, w.Cfg.Bound, 250*time.Millisecond, func() (bool, error) {
+		ms := &clusterv1.MachineList{}
+		if err := w.C.List(ctx, ms, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, m := range ms.Items {
+			if !m.Status.NodeRef.IsDefined() {
+				return false, nil
+			}
+		}
+		c := &clusterv1.Cluster{}
+		if err := w.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.Cluster.Name}, c); err != nil {
+			return false, err
+		}
+		return conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition), nil
+	}); err != nil {
+		return false, fmt.Errorf("the cluster is not provisioned for clusterctl move: %w", err)
+	}
+	return true, nil
+}
+
+// startMoveTarget starts a second management cluster sharing the Engine, watched like the first,
+// and gives both what clusterctl init would leave for move. The caller stops it and removes its
+// client from the watcher.
+func startMoveTarget(ctx context.Context, w *World) (*harness.Management, clusterctlcluster.Client, clusterctlcluster.Client, error) {
+	target, err := w.Stack.StartManagement(ctx, "mgmt2", logr.Discard(), ManagerFlags, []string{"--debug"})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("starting the second management cluster: %w", err)
+	}
+	w.addProcess(target.Manager, target.Webhook)
+	w.Watcher.AddClient(target.Env.Client)
+	fail := func(err error) (*harness.Management, clusterctlcluster.Client, clusterctlcluster.Client, error) {
+		w.Watcher.RemoveClient(target.Env.Client)
+		target.Stop()
+		return nil, nil, nil, err
+	}
+	cfg, err := clusterctlconfig.New(ctx, "", clusterctlconfig.InjectReader(clusterctlconfig.NewMemoryReader()))
+	if err != nil {
+		return fail(fmt.Errorf("clusterctl configuration: %w", err))
+	}
+	from := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: w.Stack.KubeconfigPath}, cfg)
+	to := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: target.KubeconfigPath}, cfg)
+	for _, side := range []struct {
+		c  client.Client
+		cc clusterctlcluster.Client
+	}{{w.C, from}, {target.Env.Client, to}} {
+		if err := asIfClusterctlInit(ctx, side.c, side.cc); err != nil {
+			return fail(err)
+		}
+	}
+	return target, from, to, nil
 }
