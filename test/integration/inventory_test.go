@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -154,7 +155,9 @@ func TestInventory(t *testing.T) {
 
 	t.Run("the owner marker names the management cluster", func(t *testing.T) {
 		om, vm := readyInventoryMachine(t, tc)
-		NewWithT(t).Expect(vm.Comment).To(HaveSuffix("uid=" + string(om.UID) + " management-cluster=" + inventoryClusterID))
+		g := NewWithT(t)
+		g.Expect(vm.Comment).To(ContainSubstring("uid=" + string(om.UID) + " management-cluster=" + inventoryClusterID + " provider=" + om.Spec.Provider + " "))
+		g.Expect(vm.Comment).To(MatchRegexp(` vm=`+regexp.QuoteMeta(vm.Name)+` proof=[A-Za-z0-9_-]{22}$`), "signed with the cluster's ownership key")
 	})
 
 	t.Run("Ready machines read their VMs from the inventory only", func(t *testing.T) {
