@@ -90,13 +90,6 @@ type vmOwner struct {
 	proof                         string
 }
 
-// ownerMarker is the marker of om as CAPOV wrote it before the ownership proof existed (the
-// tests' stand-in for VMs created by an earlier release). CAPOV now writes ownerFor(...) with
-// its proof; a VM of its own object that carries this form is rewritten once.
-func ownerMarker(om *infrav1.OVirtMachine, mc string) string {
-	return vmOwner{namespace: om.Namespace, name: om.Name, uid: string(om.UID), cluster: mc}.String()
-}
-
 // markerSpan returns where the owner marker starts and ends in comment: from markerPrefix over
 // the tokens that carry a marker field. ok is false without exactly one marker.
 func markerSpan(comment string) (start, end int, ok bool) {
@@ -185,12 +178,6 @@ func withMarker(comment, marker string) string {
 		return marker
 	}
 	return comment[:start] + marker + comment[end:]
-}
-
-// withOwnerMarker returns comment with its owner marker replaced by om's marker in the form
-// written before the ownership proof (tests).
-func withOwnerMarker(comment string, om *infrav1.OVirtMachine, mc string) string {
-	return withMarker(comment, ownerMarker(om, mc))
 }
 
 // ownedBy reports whether vm was created for exactly this object (namespace, name and UID):

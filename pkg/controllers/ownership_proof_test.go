@@ -207,3 +207,16 @@ func TestANewVMIsSignedFromItsCreation(t *testing.T) {
 	g.Expect(o.verifies(secret.Data[ownershipKeyField])).To(BeTrue())
 	g.Expect(f.ov.CallCount("UpdateVM")).To(BeZero())
 }
+
+// ownerMarker is the marker of om as CAPOV wrote it before the ownership proof existed (the
+// tests' stand-in for VMs created by an earlier release). CAPOV now writes ownerFor(...) with
+// its proof; a VM of its own object that carries this form is rewritten once.
+func ownerMarker(om *infrav1.OVirtMachine, mc string) string {
+	return vmOwner{namespace: om.Namespace, name: om.Name, uid: string(om.UID), cluster: mc}.String()
+}
+
+// withOwnerMarker returns comment with its owner marker replaced by om's marker in the form
+// written before the ownership proof (tests).
+func withOwnerMarker(comment string, om *infrav1.OVirtMachine, mc string) string {
+	return withMarker(comment, ownerMarker(om, mc))
+}

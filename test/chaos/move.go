@@ -37,19 +37,12 @@ func runMove(ctx context.Context, r *Run) error {
 	}
 	w := r.W
 	ns := r.Namespace()
-	if ok, err := provisionForMove(ctx, r); err != nil || !ok {
-		if err == nil {
-			return r.Finish(ctx)
-		}
+	mv, err := beginMove(ctx, r)
+	if mv == nil {
 		return err
 	}
-	before := vmsOf(w, ns)
-	target, from, to, err := startMoveTarget(ctx, w)
-	if err != nil {
-		return err
-	}
-	defer target.Stop()
-	defer w.Watcher.RemoveClient(target.Env.Client)
+	defer mv.done()
+	before, target, from, to := mv.before, mv.target, mv.from, mv.to
 	// Machines of the target's MachineDeployment (kubeconfig, bootstrap data) and the provider
 	// come with the move.
 	moveStart := time.Now()
@@ -220,6 +213,38 @@ func checkMovedSecret(ctx context.Context, r *Run, target client.Client) {
 		return
 	}
 	r.Note("the credentials Secret was copied to the target by hand")
+}
+
+// moveRun is a provisioned cluster of the run, its VMs before the move (id -> name) and the
+// second management cluster it is to be moved to.
+type moveRun struct {
+	before   map[string]string
+	target   *harness.Management
+	from, to clusterctlcluster.Client
+	w        *World
+}
+
+// done stops the target and its watch.
+func (m *moveRun) done() {
+	m.target.Stop()
+	m.w.Watcher.RemoveClient(m.target.Env.Client)
+}
+
+// beginMove provisions the run's cluster for clusterctl move and starts the target. A nil
+// moveRun ends the scenario with the error returned (the run's result when it did not converge).
+func beginMove(ctx context.Context, r *Run) (*moveRun, error) {
+	if ok, err := provisionForMove(ctx, r); err != nil || !ok {
+		if err == nil {
+			return nil, r.Finish(ctx)
+		}
+		return nil, err
+	}
+	before := vmsOf(r.W, r.Namespace())
+	target, from, to, err := startMoveTarget(ctx, r.W)
+	if err != nil {
+		return nil, err
+	}
+	return &moveRun{before: before, target: target, from: from, to: to, w: r.W}, nil
 }
 
 // provisionForMove gives the run's cluster a control-plane Machine and the driver's workers,

@@ -54,19 +54,12 @@ func runMoveTargetLate(ctx context.Context, r *Run) error {
 			r.Note("restoring the provider's orphan policy: %v", err)
 		}
 	}()
-	if ok, err := provisionForMove(ctx, r); err != nil || !ok {
-		if err == nil {
-			return r.Finish(ctx)
-		}
+	mv, err := beginMove(ctx, r)
+	if mv == nil {
 		return err
 	}
-	before := vmsOf(w, ns)
-	target, from, to, err := startMoveTarget(ctx, w)
-	if err != nil {
-		return err
-	}
-	defer target.Stop()
-	defer w.Watcher.RemoveClient(target.Env.Client)
+	defer mv.done()
+	before, target, from, to := mv.before, mv.target, mv.from, mv.to
 
 	// The target's manager is down (frozen) through the move and past the grace period.
 	if err := Signal(target.Manager, syscall.SIGSTOP); err != nil {
