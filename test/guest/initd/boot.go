@@ -75,7 +75,7 @@ func Stage1(configPath string) error {
 	}
 	l.Printf("Root file system ready (%s)", time.Since(start).Round(time.Millisecond))
 	m := newManager(l, cfg.StopTimeout.Duration)
-	go m.reap()
+	go m.reap(nil) // for the guest's life
 	if err := os.MkdirAll(filepath.Dir(controlSocket), 0o755); err != nil {
 		return err
 	}

@@ -19,8 +19,12 @@ import (
 // defaultPath is systemd's PATH for services.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// logDir is where each unit's output goes, the guest's stand-in for the journal.
-const logDir = "/var/log/guest-init"
+// logDir is where each unit's output goes (under the manager's root), the guest's stand-in
+// for the journal.
+const logDir = "var/log/guest-init"
+
+// errStopping is why a command of a unit that is being stopped is not started.
+var errStopping = errors.New("the unit is being stopped")
 
 // Unit states, as systemctl is-active prints them.
 const (
@@ -37,6 +41,7 @@ const (
 type manager struct {
 	log         *log.Logger
 	stopTimeout time.Duration
+	root        string // "/" in a guest; a directory in tests
 
 	mu       sync.Mutex
 	services map[string]*service // by unit name, once loaded
@@ -47,6 +52,11 @@ type manager struct {
 
 // service is the state of one unit.
 type service struct {
+	// job serialises the jobs of one unit (start, stop, restart), as systemd's job queue
+	// does: a stop asked while a restart runs takes effect after it, so the unit ends
+	// stopped, never running behind a stop that has returned.
+	job sync.Mutex
+
 	u        *unit
 	state    string
 	pid      int
@@ -56,14 +66,21 @@ type service struct {
 }
 
 func newManager(l *log.Logger, stopTimeout time.Duration) *manager {
-	return &manager{log: l, stopTimeout: stopTimeout, services: map[string]*service{}, waiters: map[int]chan syscall.WaitStatus{}}
+	return &manager{log: l, stopTimeout: stopTimeout, root: "/", services: map[string]*service{}, waiters: map[int]chan syscall.WaitStatus{}}
 }
 
-// reap collects every exited child of PID 1 and hands the status to whoever started it.
-func (m *manager) reap() {
+// reap collects every exited child of PID 1 and hands the status to whoever started it,
+// until quit is closed.
+func (m *manager) reap(quit <-chan struct{}) {
 	ch := make(chan os.Signal, 16)
 	signal.Notify(ch, syscall.SIGCHLD)
-	for range ch {
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-quit:
+			return
+		case <-ch:
+		}
 		for {
 			var ws syscall.WaitStatus
 			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -82,12 +99,16 @@ func (m *manager) reap() {
 }
 
 // spawn starts argv with env, output appended to the unit's log, in a process group of its
-// own, and returns its PID and a channel that receives its exit status.
-func (m *manager) spawn(name string, argv, env []string, dir string) (int, <-chan syscall.WaitStatus, error) {
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+// own, and returns its PID and a channel that receives its exit status. The PID becomes the
+// service's under the same lock that stop reads it with, and nothing is started once the
+// service is being stopped (errStopping): a stop either sees the process and signals it, or
+// no process starts after it.
+func (m *manager) spawn(s *service, name string, argv, env []string, dir string) (int, <-chan syscall.WaitStatus, error) {
+	logs := filepath.Join(m.root, logDir)
+	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return 0, nil, err
 	}
-	out, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -109,6 +130,9 @@ func (m *manager) spawn(name string, argv, env []string, dir string) (int, <-cha
 	// hand a status over, cannot lose the exit of a process that ended at once.
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if s.stopping || m.shutdown {
+		return 0, nil, errStopping
+	}
 	if dir == "" {
 		dir = "/"
 	}
@@ -121,6 +145,7 @@ func (m *manager) spawn(name string, argv, env []string, dir string) (int, <-cha
 	}
 	pid := p.Pid
 	m.waiters[pid] = ch
+	s.pid = pid
 	_ = p.Release() // the reaper collects it: a Wait here would race with it
 	return pid, ch, nil
 }
@@ -150,7 +175,7 @@ func (m *manager) load(name string) (*service, error) {
 	if ok {
 		return s, nil
 	}
-	u, err := loadUnit("/", name)
+	u, err := loadUnit(m.root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +200,7 @@ func (m *manager) reload() {
 	}
 	m.mu.Unlock()
 	for _, n := range names {
-		u, err := loadUnit("/", n)
+		u, err := loadUnit(m.root, n)
 		if err != nil {
 			m.log.Printf("Reloading %s: %v", n, err)
 			continue
@@ -234,10 +259,48 @@ func (m *manager) start(name string) error {
 	if err != nil {
 		return err
 	}
+	s.job.Lock()
+	wait, err := m.startJob(s, name)
+	s.job.Unlock()
+	if wait != nil {
+		// A oneshot runs outside the unit's job lock, so that a stop (at shutdown, say)
+		// can end it.
+		err = wait()
+	}
+	return err
+}
+
+// restart stops a unit and starts it again as one job; with onlyActive (try-restart) a unit
+// that is not running is left alone.
+func (m *manager) restart(name string, onlyActive bool) error {
+	s, err := m.load(name)
+	if err != nil {
+		return err
+	}
+	s.job.Lock()
+	m.mu.Lock()
+	state := s.state
+	m.mu.Unlock()
+	if onlyActive && state != stateActive && state != stateActivating {
+		s.job.Unlock()
+		return nil
+	}
+	m.stopJob(s, name)
+	wait, err := m.startJob(s, name)
+	s.job.Unlock()
+	if wait != nil {
+		err = wait()
+	}
+	return err
+}
+
+// startJob starts a unit; its caller holds the unit's job lock. A oneshot is returned as
+// wait, to be run once the lock is released.
+func (m *manager) startJob(s *service, name string) (wait func() error, err error) {
 	m.mu.Lock()
 	if m.shutdown {
 		m.mu.Unlock()
-		return fmt.Errorf("the guest is shutting down")
+		return nil, fmt.Errorf("the guest is shutting down")
 	}
 	u := s.u
 	switch s.state {
@@ -245,44 +308,46 @@ func (m *manager) start(name string) error {
 		done := s.done
 		m.mu.Unlock()
 		if u.typ == "oneshot" && done != nil {
-			<-done
+			return func() error { <-done; return nil }, nil
 		}
-		return nil
+		return nil, nil
 	}
 	s.state, s.stopping, s.result = stateActivating, false, nil
 	s.done = make(chan struct{})
+	done := s.done
 	if !containsStr(m.order, name) {
 		m.order = append(m.order, name)
 	}
 	m.mu.Unlock()
 
-	if why := u.checkConditions("/"); why != "" {
+	if why := u.checkConditions(m.root); why != "" {
 		m.log.Printf("Skipping %s: %s", name, why)
 		m.setState(s, stateInactive, nil)
-		close(s.done)
-		return nil
+		close(done)
+		return nil, nil
 	}
 	for _, ef := range u.environmentFile {
 		if _, err := os.Stat(ef.path); err != nil && !ef.optional {
 			err = fmt.Errorf("EnvironmentFile=%s: %w", ef.path, err)
 			m.setState(s, stateFailed, err)
-			close(s.done)
-			return err
+			close(done)
+			return nil, err
 		}
 	}
 	for _, d := range u.runtimeDirs {
-		_ = os.MkdirAll(filepath.Join("/run", d), 0o755)
+		_ = os.MkdirAll(filepath.Join(m.root, "run", d), 0o755)
 	}
 	for _, d := range u.stateDirs {
-		_ = os.MkdirAll(filepath.Join("/var/lib", d), 0o755)
+		_ = os.MkdirAll(filepath.Join(m.root, "var/lib", d), 0o755)
 	}
 	if u.typ == "oneshot" {
-		err := m.runOneshot(s, u)
-		close(s.done)
-		return err
+		return func() error {
+			defer close(done)
+			return m.runOneshot(s, u)
+		}, nil
 	}
-	go m.supervise(s)
-	return nil
+	go m.supervise(s, done)
+	return nil, nil
 }
 
 // runOneshot runs ExecStartPre, every ExecStart and ExecStartPost in turn.
@@ -290,7 +355,11 @@ func (m *manager) runOneshot(s *service, u *unit) error {
 	env := environ(u)
 	for _, list := range [][]command{u.execStartPre, u.execStart, u.execStartPost} {
 		for _, c := range list {
-			if err := m.runCommand(s, u, c, env); err != nil {
+			if err := m.runCommand(s, u, c, env); errors.Is(err, errStopping) {
+				m.setState(s, stateInactive, nil)
+				m.log.Printf("Stopped %s", u.name)
+				return fmt.Errorf("job for %s canceled: %w", u.name, err)
+			} else if err != nil {
 				m.setState(s, stateFailed, err)
 				m.log.Printf("Failed %s: %v", u.name, err)
 				return err
@@ -309,12 +378,15 @@ func (m *manager) runOneshot(s *service, u *unit) error {
 // runCommand runs one command to its end.
 func (m *manager) runCommand(s *service, u *unit, c command, env []string) error {
 	argv := expand(c.argv, envMap(env))
-	pid, ch, err := m.spawn(u.name, argv, env, u.workingDir)
+	_, ch, err := m.spawn(s, u.name, argv, env, u.workingDir)
+	if errors.Is(err, errStopping) {
+		return err
+	}
 	if err == nil {
-		m.mu.Lock()
-		s.pid = pid
-		m.mu.Unlock()
 		ws := <-ch
+		m.mu.Lock()
+		s.pid = 0
+		m.mu.Unlock()
 		if !ws.Exited() || ws.ExitStatus() != 0 {
 			err = fmt.Errorf("%s: %s", strings.Join(argv, " "), describe(ws))
 		}
@@ -326,9 +398,9 @@ func (m *manager) runCommand(s *service, u *unit, c command, env []string) error
 }
 
 // supervise runs a long-running service and restarts it as Restart= says, until it is
-// stopped or fails for good.
-func (m *manager) supervise(s *service) {
-	defer close(s.done)
+// stopped or fails for good; done is closed when it returns.
+func (m *manager) supervise(s *service, done chan struct{}) {
+	defer close(done)
 	for {
 		u := m.unitOf(s)
 		env := environ(u)
@@ -344,10 +416,9 @@ func (m *manager) supervise(s *service) {
 			argv := expand(c.argv, envMap(env))
 			var pid int
 			var ch <-chan syscall.WaitStatus
-			pid, ch, err = m.spawn(u.name, argv, env, u.workingDir)
+			pid, ch, err = m.spawn(s, u.name, argv, env, u.workingDir)
 			if err == nil {
 				m.mu.Lock()
-				s.pid = pid
 				stopping := s.stopping
 				if !stopping {
 					s.state = stateActive
@@ -425,13 +496,23 @@ func (m *manager) setState(s *service, state string, err error) {
 func (m *manager) stop(name string) error {
 	m.mu.Lock()
 	s, ok := m.services[name]
+	m.mu.Unlock()
 	if !ok {
-		m.mu.Unlock()
-		if _, err := loadUnit("/", name); err != nil {
+		if _, err := loadUnit(m.root, name); err != nil {
 			return err
 		}
 		return nil
 	}
+	s.job.Lock()
+	defer s.job.Unlock()
+	m.stopJob(s, name)
+	return nil
+}
+
+// stopJob stops a unit; its caller holds the unit's job lock. It returns once the unit's
+// supervisor has ended: no process of the unit starts after it.
+func (m *manager) stopJob(s *service, name string) {
+	m.mu.Lock()
 	s.stopping = true
 	pid, done, typ := s.pid, s.done, ""
 	if s.u != nil {
@@ -453,6 +534,9 @@ func (m *manager) stop(name string) error {
 		case <-done:
 		case <-time.After(timeout):
 			m.log.Printf("%s did not stop within %s: killing it", name, timeout)
+			m.mu.Lock()
+			pid = s.pid
+			m.mu.Unlock()
 			if pid > 1 {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
@@ -460,7 +544,6 @@ func (m *manager) stop(name string) error {
 		}
 	}
 	m.setState(s, stateInactive, nil)
-	return nil
 }
 
 // status returns a unit's state and whether it is known.

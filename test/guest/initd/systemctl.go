@@ -119,17 +119,7 @@ func (m *manager) systemctl(args []string) reply {
 			case "stop":
 				err = m.stop(u)
 			default:
-				state, _, serr := m.status(u)
-				if serr != nil {
-					err = serr
-					break
-				}
-				if verb == "try-restart" && state != stateActive && state != stateActivating {
-					continue
-				}
-				if err = m.stop(u); err == nil {
-					err = m.start(u)
-				}
+				err = m.restart(u, verb == "try-restart")
 			}
 			if err != nil {
 				if strings.Contains(err.Error(), "not found") {
@@ -179,7 +169,7 @@ func (m *manager) systemctl(args []string) reply {
 	case "is-enabled":
 		code, out := 1, ""
 		for _, u := range units {
-			if _, err := loadUnit("/", u); err != nil {
+			if _, err := loadUnit(m.root, u); err != nil {
 				return fail(1, "Failed to get unit file state for %s: No such file or directory\n", u)
 			}
 			if m.enabled(u) {
@@ -228,7 +218,7 @@ func wantsLinks(u *unit) []string {
 
 // enabled reports whether a unit is enabled (linked into a target's wants).
 func (m *manager) enabled(name string) bool {
-	u, err := loadUnit("/", name)
+	u, err := loadUnit(m.root, name)
 	if err != nil {
 		return false
 	}
@@ -242,7 +232,7 @@ func (m *manager) enabled(name string) bool {
 
 // setEnabled links or unlinks a unit into the targets of its WantedBy=.
 func (m *manager) setEnabled(name string, on bool) error {
-	u, err := loadUnit("/", name)
+	u, err := loadUnit(m.root, name)
 	if err != nil {
 		return err
 	}

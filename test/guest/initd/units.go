@@ -355,7 +355,12 @@ func expand(argv []string, env map[string]string) []string {
 			out = append(out, strings.Fields(env[a[1:]])...)
 			continue
 		}
-		out = append(out, os.Expand(a, func(k string) string { return env[k] }))
+		out = append(out, os.Expand(a, func(k string) string {
+			if k == "$" {
+				return "$" // systemd's escape: "$$" is a literal "$"
+			}
+			return env[k]
+		}))
 	}
 	return out
 }
