@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/test/envtest"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -609,8 +610,30 @@ func (cl *Cluster) checkNoClaims(ns string) {
 		return len(left) == 0, nil
 	})
 	for _, c := range left {
+		machine := c.Labels[infrav1.IPAddressClaimMachineLabel]
 		cl.w.Watcher.Violate("I4|claim|"+ns+"/"+c.Name, I4, fmt.Sprintf("IPAddressClaim %s/%s (machine %s) outlived its OVirtMachine: its address is never given back",
-			ns, c.Name, c.Labels[infrav1.IPAddressClaimMachineLabel]), "IPAddressClaim "+c.Name)
+			ns, c.Name, machine), "IPAddressClaim "+c.Name)
+		cl.w.auditTrail(ns, machine, c.Name)
+	}
+}
+
+// auditTrail logs every write the API server recorded to the named objects of a namespace
+// (OVirtMachines, Machines, IP address claims of those names): who created, changed and
+// deleted them, to find the cause of a violation about them.
+func (w *World) auditTrail(ns string, names ...string) {
+	if w.Stack.AuditLog == "" {
+		return
+	}
+	events, err := envtest.AuditEvents(w.Stack.AuditLog, func(e envtest.AuditEvent) bool {
+		return e.Namespace == ns && slices.ContainsFunc(names, func(n string) bool { return n != "" && strings.HasPrefix(e.Name, n) })
+	})
+	if err != nil {
+		w.Logf("[%s] reading the audit log: %v", ns, err)
+		return
+	}
+	w.Logf("[%s] the API server's writes to %v:", ns, names)
+	for _, e := range events {
+		w.Logf("[%s]   %s", ns, e)
 	}
 }
 

@@ -124,6 +124,8 @@ func StartWorld(ctx context.Context, cfg Config, seed uint64, workDir string, lo
 		CAPIAsProcess: true,
 		// The workers take static addresses from an InClusterIPPool (newCluster).
 		WithIPAM: true,
+		// A violation about an object that changed or went names who wrote it (auditTrail).
+		AuditWrites: true,
 	})
 	if err != nil {
 		return nil, err

@@ -11,8 +11,10 @@
 package envtest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -68,7 +71,29 @@ type Options struct {
 	Webhooks crenvtest.WebhookInstallOptions
 	// AttachOutput streams the API server and etcd output to the test output.
 	AttachOutput bool
+	// AuditLogPath, when set, makes the API server write an audit log there: one JSON line
+	// per write (create, update, patch, delete) to OVirtMachines, Machines and
+	// IPAddressClaims, naming who did it (user, user agent) and the answer (AuditEvents reads
+	// it back). A suite that finds an object gone or changed can then tell who did it.
+	AuditLogPath string
 }
+
+// auditPolicy records writes to the objects whose life the suites follow, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  resources:
+  - group: infrastructure.cluster.x-k8s.io
+    resources: ["ovirtmachines", "ovirtmachines/status"]
+  - group: cluster.x-k8s.io
+    resources: ["machines"]
+  - group: ipam.cluster.x-k8s.io
+    resources: ["ipaddressclaims", "ipaddresses"]
+- level: None
+`
 
 // Environment is a running control plane.
 type Environment struct {
@@ -156,6 +181,17 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		WebhookInstallOptions:    opts.Webhooks,
 		AttachControlPlaneOutput: opts.AttachOutput,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if opts.AuditLogPath != "" {
+		policy := opts.AuditLogPath + ".policy.yaml"
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+			return nil, fmt.Errorf("writing the audit policy: %w", err)
+		}
+		env.ControlPlane.GetAPIServer().Configure().
+			Set("audit-policy-file", policy).
+			Set("audit-log-path", opts.AuditLogPath).
+			Set("audit-log-format", "json").
+			Set("audit-log-mode", "blocking")
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -396,4 +432,65 @@ func EnsureAssets(ctx context.Context) (string, error) {
 func isExec(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// AuditEvent is one write the API server's audit log recorded (Options.AuditLogPath).
+type AuditEvent struct {
+	Time      time.Time
+	Verb      string
+	Resource  string // resource[/subresource]
+	Namespace string
+	Name      string
+	User      string
+	UserAgent string
+	Code      int32
+}
+
+func (e AuditEvent) String() string {
+	return fmt.Sprintf("%s %s %s %s/%s by %s (%s): %d", e.Time.UTC().Format("15:04:05.000000"), e.Verb, e.Resource,
+		e.Namespace, e.Name, e.User, e.UserAgent, e.Code)
+}
+
+// AuditEvents reads the audit log at path and returns the writes that match (nil: all), in
+// the order they were logged.
+func AuditEvents(path string, match func(AuditEvent) bool) ([]AuditEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []AuditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		var raw struct {
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			User      struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+				Namespace   string `json:"namespace"`
+				Name        string `json:"name"`
+			} `json:"objectRef"`
+			ResponseStatus struct {
+				Code int32 `json:"code"`
+			} `json:"responseStatus"`
+			StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &raw) != nil {
+			continue
+		}
+		e := AuditEvent{Time: raw.StageTimestamp.Time, Verb: raw.Verb, Resource: raw.ObjectRef.Resource, Namespace: raw.ObjectRef.Namespace,
+			Name: raw.ObjectRef.Name, User: raw.User.Username, UserAgent: raw.UserAgent, Code: raw.ResponseStatus.Code}
+		if raw.ObjectRef.Subresource != "" {
+			e.Resource += "/" + raw.ObjectRef.Subresource
+		}
+		if match == nil || match(e) {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
 }

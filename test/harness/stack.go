@@ -66,6 +66,9 @@ type StackOptions struct {
 	// InstallCRDs, when set, installs the CAPOV CRDs instead of the harness (which then starts
 	// the control plane without them); it runs before the webhook and manager start.
 	InstallCRDs func(ctx context.Context, env *envtest.Environment) error
+	// AuditWrites makes the management API server log every write to OVirtMachines, Machines
+	// and IP address claims to logs/audit.log (Stack.AuditLog; envtest.AuditEvents reads it).
+	AuditWrites bool
 }
 
 // Stack is a running CAPOV installation: management and workload control planes, the oVirt
@@ -84,6 +87,8 @@ type Stack struct {
 	Manager, Webhook, CAPI, SimProcess *Process
 	// IPAM is the in-cluster IPAM provider (StackOptions.WithIPAM).
 	IPAM *Process
+	// AuditLog is the management API server's audit log (StackOptions.AuditWrites), or "".
+	AuditLog string
 	// KubeconfigPath reaches the management cluster; WorkloadKubeconfig is the workload's.
 	KubeconfigPath     string
 	WorkloadKubeconfig []byte
@@ -159,7 +164,10 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	if manifests == "" {
 		manifests = filepath.Join(root, "config", "webhook", "manifests.yaml")
 	}
-	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, WithKubeadmCRDs: opts.KubeadmProviders, Webhooks: crenvtest.WebhookInstallOptions{
+	if opts.AuditWrites {
+		s.AuditLog = filepath.Join(opts.WorkDir, "logs", "audit.log")
+	}
+	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, WithKubeadmCRDs: opts.KubeadmProviders, AuditLogPath: s.AuditLog, Webhooks: crenvtest.WebhookInstallOptions{
 		Paths:            []string{manifests},
 		LocalServingHost: "127.0.0.1",
 		LocalServingPort: webhookPort,
