@@ -23,7 +23,9 @@ const (
 // management cluster's owner marker and no OVirtMachine; see spec.orphanedVMs). False with
 // reason NoOrphanedVMs; True with reason OrphanedVMsFound (Report), OrphanedVMsDeleting (Delete:
 // the message says when each will be removed) or OrphanedVMsNotDeletable (Delete, but a VM
-// carries a non-system disk). The message gives the count and names the first VMs. Unknown with
+// carries a non-system disk, is not down, or removal waits for the heartbeat); with reason
+// ManagementClusterIDConflict (True or False) while another live management cluster uses this
+// id. The message gives the count and names the first VMs. Unknown with
 // reason InventoryPending until the first inventory finished. It is not part of the Ready
 // summary.
 const OrphanedVMsCondition = "OrphanedVMs"
@@ -42,6 +44,11 @@ const (
 	// that is not a system disk attached (a CSI volume): it is left alone until the disk is
 	// detached.
 	OrphanedVMsNotDeletableReason = "OrphanedVMsNotDeletable"
+	// ManagementClusterIDConflictReason: another live management cluster uses this one's
+	// management cluster id (it writes the heartbeat tag of this id in the Engine): orphaned VMs
+	// are not removed, whatever spec.orphanedVMs says, until ten inventories in a row see no such
+	// write. The status is True when orphaned VMs exist.
+	ManagementClusterIDConflictReason = "ManagementClusterIDConflict"
 	// InventoryPendingReason: the first inventory of the Engine has not finished.
 	InventoryPendingReason = "InventoryPending"
 )

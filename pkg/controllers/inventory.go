@@ -114,6 +114,10 @@ type Inventory struct {
 	started   time.Time
 	providers map[string]*providerInventory
 	wake      chan event.GenericEvent
+	// heartbeatWriter names this manager process in the heartbeat tag; heartbeats are what each
+	// provider's inventories know of it (inventory_heartbeat.go).
+	heartbeatWriter string
+	heartbeats      map[string]*heartbeatState
 }
 
 // providerInventory is the last inventory of one provider.
@@ -211,6 +215,12 @@ func (inv *Inventory) init() {
 	}
 	if inv.wake == nil {
 		inv.wake = make(chan event.GenericEvent, 1024)
+	}
+	if inv.heartbeats == nil {
+		inv.heartbeats = map[string]*heartbeatState{}
+	}
+	if inv.heartbeatWriter == "" {
+		inv.heartbeatWriter = newHeartbeatWriter()
 	}
 }
 
@@ -527,6 +537,7 @@ type orphan struct {
 // removes those that have been down for their whole grace period. A VM whose object it cannot
 // check is skipped and reported (odd, with the VMs whose marker names no possible object).
 func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *infrav1.OVirtProvider, cl ovirt.Client, total int, odd []oddVM) {
+	hb := inv.heartbeat(ctx, log, p, cl)
 	now := inv.now()
 	inv.mu.Lock()
 	pi := inv.providers[p.Name]
@@ -600,6 +611,8 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 		}
 		var serverRefs map[string]bool // listed once, before the first removal of this pass
 		var refsErr error
+		held := hb.hold // another live cluster with this id: nothing is removed
+		confirmed := false
 		for _, o := range orphans {
 			if now.Sub(o.since) < grace {
 				continue
@@ -612,6 +625,17 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 				continue
 			}
 			if now.Sub(o.downSince) < grace {
+				continue
+			}
+			if !confirmed && held == "" {
+				// Right before the first removal: has another writer replaced this pass's
+				// heartbeat meanwhile?
+				held, confirmed = inv.confirmHeartbeat(ctx, p, cl), true
+			}
+			if held != "" {
+				if !slices.Contains(blocked, held) {
+					blocked = append(blocked, held)
+				}
 				continue
 			}
 			if serverRefs == nil {
@@ -656,7 +680,7 @@ func (inv *Inventory) reportOrphans(ctx context.Context, log logr.Logger, p *inf
 		inv.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventOrphanedVMs, "Inventory", "%s", orphansMessage(p, left, now))
 		log.Info("Found orphaned VMs: their OVirtMachines do not exist", "count", len(left), "policy", orphanPolicy(p))
 	}
-	if err := inv.patchProvider(ctx, p, total-len(removed), left, blocked, at, now); err != nil {
+	if err := inv.patchProvider(ctx, p, total-len(removed), left, blocked, hb.conflict, at, now); err != nil {
 		log.Error(err, "Recording the inventory in the OVirtProvider status")
 	}
 }
@@ -888,7 +912,7 @@ func orphansMessage(p *infrav1.OVirtProvider, orphans []orphan, now time.Time) s
 }
 
 // patchProvider writes the inventory into the provider's status and its OrphanedVMs condition.
-func (inv *Inventory) patchProvider(ctx context.Context, p *infrav1.OVirtProvider, total int, orphans []orphan, blocked []string, at, now time.Time) error {
+func (inv *Inventory) patchProvider(ctx context.Context, p *infrav1.OVirtProvider, total int, orphans []orphan, blocked []string, conflict string, at, now time.Time) error {
 	fresh := &infrav1.OVirtProvider{}
 	if err := inv.Client.Get(ctx, client.ObjectKeyFromObject(p), fresh); err != nil {
 		return client.IgnoreNotFound(err)
@@ -901,6 +925,11 @@ func (inv *Inventory) patchProvider(ctx context.Context, p *infrav1.OVirtProvide
 	fresh.Status.Inventory = &infrav1.OVirtProviderInventoryStatus{LastTime: &t, VMs: ptrInt32(total), OrphanedVMs: ptrInt32(len(orphans))}
 	c := metav1.Condition{Type: infrav1.OrphanedVMsCondition, ObservedGeneration: fresh.Generation}
 	switch {
+	case conflict != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, infrav1.ManagementClusterIDConflictReason, conflict
+		if len(orphans) > 0 {
+			c.Status, c.Message = metav1.ConditionTrue, conflict+"; "+orphansMessage(fresh, orphans, now)
+		}
 	case len(orphans) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, infrav1.NoOrphanedVMsReason
 	case len(blocked) > 0:

@@ -131,6 +131,18 @@ type Client interface {
 	// RemoveVMFromAffinityGroup removes the VM from the group. A VM that is not a member, or a
 	// group that does not exist, is not an error.
 	RemoveVMFromAffinityGroup(ctx context.Context, clusterID, groupID, vmID string) error
+
+	// FindTag returns the tag with exactly this name (GET /tags). ErrNotFound if there is none.
+	FindTag(ctx context.Context, name string) (*Tag, error)
+	// GetTag returns the tag with this id (GET /tags/{id}). ErrNotFound if it does not exist.
+	GetTag(ctx context.Context, id string) (*Tag, error)
+	// CreateTag creates a tag under the root tag and returns it as the Engine reported it.
+	// ErrConflict when a tag of that name exists (the Engine's 409 "The specified Tag name
+	// already exists."); ErrInvalid for a name the Engine refuses.
+	CreateTag(ctx context.Context, name, description string) (*Tag, error)
+	// UpdateTagDescription replaces the tag's description (PUT /tags/{id}). ErrNotFound if the
+	// tag does not exist.
+	UpdateTagDescription(ctx context.Context, id, description string) error
 }
 
 // TLS selects how the engine's certificate is verified. With neither field

@@ -174,3 +174,19 @@ func (c *fencedClient) RemoveVMFromAffinityGroup(ctx context.Context, clusterID,
 	}
 	return c.Client.RemoveVMFromAffinityGroup(ctx, clusterID, groupID, vmID)
 }
+
+func (c *fencedClient) CreateTag(ctx context.Context, name, description string) (*Tag, error) {
+	ctx, err := c.check(ctx, "CreateTag")
+	if err != nil {
+		return nil, err
+	}
+	return c.Client.CreateTag(ctx, name, description)
+}
+
+func (c *fencedClient) UpdateTagDescription(ctx context.Context, id, description string) error {
+	ctx, err := c.check(ctx, "UpdateTagDescription")
+	if err != nil {
+		return err
+	}
+	return c.Client.UpdateTagDescription(ctx, id, description)
+}

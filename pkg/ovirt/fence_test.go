@@ -16,7 +16,7 @@ import (
 // reads are the Client methods that change nothing in oVirt: the only ones a fenced Client
 // still sends.
 var reads = []string{"Ping", "EngineInfo", "FindCluster", "FindTemplate", "FindStorageDomain", "FindVnicProfile", "GetVM",
-	"ListDiskAttachments", "FindVMsByName", "ListVMs", "Budget", "GetCluster", "ListAffinityGroups"}
+	"ListDiskAttachments", "FindVMsByName", "ListVMs", "Budget", "GetCluster", "ListAffinityGroups", "FindTag", "GetTag"}
 
 // TestAFencedClientSendsNoWrite calls every method of ovirt.Client through a fenced Client whose
 // fence refuses: each one that is not a read returns ErrFenced and reaches nothing. A write
@@ -50,7 +50,8 @@ func TestAFencedClientSendsNoWrite(t *testing.T) {
 		g.Expect(errors.Is(err, ovirt.ErrFenced)).To(BeTrue(), "%s: %v", m.Name, err)
 		g.Expect(err.Error()).To(ContainSubstring("renewed 40s ago"), "the error says why")
 	}
-	g.Expect(writes).To(ContainElements("CreateVM", "RemoveVM", "Power", "UpdateVM", "UpdateDisk", "RemoveAffinityGroup"))
+	g.Expect(writes).To(ContainElements("CreateVM", "RemoveVM", "Power", "UpdateVM", "UpdateDisk", "RemoveAffinityGroup",
+		"CreateTag", "UpdateTagDescription"))
 	for _, w := range writes {
 		g.Expect(under.CallCount(w)).To(BeZero(), "%s reached oVirt", w)
 	}
@@ -58,10 +59,17 @@ func TestAFencedClientSendsNoWrite(t *testing.T) {
 	// Reads go through, and a fence that allows lets writes through.
 	_, err = c.FindCluster(ctx, "Default")
 	g.Expect(err).NotTo(HaveOccurred())
+	_, err = c.FindTag(ctx, "root")
+	g.Expect(err).NotTo(HaveOccurred(), "a read of a tag is not fenced")
 	open := ovirt.FencedFactory(fake.NewFactory(under), func() error { return nil })
 	c, err = open.ForProvider(ctx, ovirt.Config{Provider: "p1", URL: "https://engine.example.com/ovirt-engine/api"})
 	g.Expect(err).NotTo(HaveOccurred())
 	vm := under.PutVM(ovirt.VM{Name: "w-1", Status: ovirt.VMStatusDown})
 	g.Expect(c.RemoveVM(ctx, vm.ID)).To(Succeed())
 	g.Expect(under.CallCount("RemoveVM")).To(Equal(1))
+	tag, err := c.CreateTag(ctx, "capov-hb-0123456789abcdef", "seq=1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.UpdateTagDescription(ctx, tag.ID, "seq=2")).To(Succeed())
+	g.Expect(under.CallCount("CreateTag")).To(Equal(1))
+	g.Expect(under.CallCount("UpdateTagDescription")).To(Equal(1))
 }

@@ -356,3 +356,10 @@ type AffinityGroupSpec struct {
 	Positive    bool
 	Enforcing   bool
 }
+
+// Tag is an Engine tag (GET /tags): a name, unique in the Engine, and a free-text description.
+type Tag struct {
+	ID          string
+	Name        string
+	Description string
+}

@@ -235,6 +235,8 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		}
 	case "GET affinitygroups":
 		ok(s.AffinityGroups(r.URL.Query().Get("cluster")))
+	case "GET tags":
+		ok(s.Tags())
 	case "DELETE vms/{id}":
 		if err := s.DeleteVM(segs[1]); err != nil {
 			fail(err)

@@ -74,6 +74,11 @@ func apiRoutes() []route {
 		newRoute("GET", "/vms/{id}/reporteddevices", hReportedDevices),
 		newRoute("GET", "/jobs", hJobs),
 		newRoute("GET", "/jobs/{id}", hJob),
+		newRoute("GET", "/tags", hTags),
+		newRoute("POST", "/tags", hAddTag),
+		newRoute("GET", "/tags/{id}", hTag),
+		newRoute("PUT", "/tags/{id}", hUpdateTag),
+		newRoute("DELETE", "/tags/{id}", hRemoveTag),
 	}
 }
 

@@ -100,6 +100,7 @@ type State struct {
 	Clusters       []ClusterState       `json:"clusters"`
 	Hosts          []HostState          `json:"hosts"`
 	AffinityGroups []AffinityGroupState `json:"affinity_groups"`
+	Tags           []TagState           `json:"tags"`
 	Networks       []NetworkState       `json:"networks"`
 	VnicProfiles   []VnicProfileState   `json:"vnic_profiles"`
 	StorageDomains []StorageDomainState `json:"storage_domains"`
@@ -361,6 +362,7 @@ func (s *Simulator) Dump() State {
 		st.Hosts = append(st.Hosts, hostState(h, now))
 	}
 	st.AffinityGroups = s.groupStates("", now)
+	st.Tags = s.tagStates()
 	for _, n := range inv.networks {
 		st.Networks = append(st.Networks, NetworkState{n.id, n.name, n.dc.name})
 	}

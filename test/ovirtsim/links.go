@@ -26,13 +26,15 @@ var tagKinds = map[string]string{
 	"nic": "nic", "reported_device": "reported_device", "network": "network",
 	"management_network": "network", "vnic_profile": "vnic_profile", "job": "job",
 	"host": "host", "affinity_group": "affinity_group",
+	// Of what the simulator renders, only a tag has a <parent> (its parent tag).
+	"tag": "tag", "parent": "tag",
 }
 
 // topCollections are the top-level collection of each kind.
 var topCollections = map[string]string{
 	"vm": "/vms/", "template": "/templates/", "cluster": "/clusters/", "data_center": "/datacenters/",
 	"storage_domain": "/storagedomains/", "disk": "/disks/", "network": "/networks/",
-	"vnic_profile": "/vnicprofiles/", "job": "/jobs/", "host": "/hosts/",
+	"vnic_profile": "/vnicprofiles/", "job": "/jobs/", "host": "/hosts/", "tag": "/tags/",
 }
 
 // entityLinks are the link relations of each kind, as the API model (and

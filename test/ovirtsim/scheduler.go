@@ -50,6 +50,11 @@ var engineTexts = map[string]string{
 	"ACTION_TYPE_FAILED_INVALID_AFFINITY_GROUP_ID":            "Cannot ${action} ${type}. No matching Affinity Group.",
 	"ACTION_TYPE_FAILED_CANNOT_CHANGE_CLUSTER_ID":             "Cannot ${action} ${type}. Cannot change Cluster for Affinity Group.",
 	"ACTION_TYPE_FAILED_VM_NOT_EXIST":                         "The selected VM does not exist.",
+	"VALIDATION_TAGS_INVALID_TAG_NAME":                        "Invalid tag name. Only letters, numbers, '-', and '_' are valid characters.",
+	"TAGS_SPECIFY_TAG_IS_IN_USE":                              "The specified Tag name already exists.",
+	"TAGS_SPECIFIED_TAG_CANNOT_BE_THE_PARENT_OF_ITSELF":       "Operation canceled, recursive Tag hierarchy cannot be defined.",
+	"TAGS_CANNOT_REMOVE_TAG_NOT_EXIST":                        "Cannot remove tag. Tag does not exist.",
+	"CAN_DO_ACTION_GENERAL_FAILURE":                           "General command validation failure.",
 }
 
 // engineErrorTypes are the EngineMessage error types (EngineMessage.java)
@@ -69,6 +74,11 @@ var engineErrorTypes = map[string]int{
 	"ACTION_TYPE_FAILED_INVALID_AFFINITY_GROUP_ID":            400,
 	"ACTION_TYPE_FAILED_CANNOT_CHANGE_CLUSTER_ID":             400,
 	"ACTION_TYPE_FAILED_VM_NOT_EXIST":                         400,
+	"VALIDATION_TAGS_INVALID_TAG_NAME":                        400,
+	"TAGS_CANNOT_REMOVE_TAG_NOT_EXIST":                        400,
+	"TAGS_SPECIFY_TAG_IS_IN_USE":                              409, // CONFLICT
+	"TAGS_SPECIFIED_TAG_CANNOT_BE_THE_PARENT_OF_ITSELF":       409, // CONFLICT
+	"CAN_DO_ACTION_GENERAL_FAILURE":                           500, // INTERNAL_ERROR
 }
 
 // dynamicVariable is ErrorTranslatorImpl's startsWithVariableDefinitionPattern.
@@ -77,7 +87,8 @@ var dynamicVariable = regexp.MustCompile(`^\$[^{}\s]+ .*$`)
 // engineFault turns validation messages (EngineMessage names and "$var
 // value" lines) into the fault the REST API answers: the status
 // ErrorMessageHelper.getErrorStatus picks (400 if any message is
-// BAD_PARAMETERS-like or none has a type, else 409), and the detail
+// BAD_PARAMETERS-like or none has a type, else 409 if one is CONFLICT, else
+// 500 if one is INTERNAL_ERROR), and the detail
 // ErrorTranslatorImpl.translateErrorText makes, as a Java list's toString.
 //
 // Like ErrorTranslatorImpl.resolveMessages, the variables are global to the
@@ -85,19 +96,17 @@ var dynamicVariable = regexp.MustCompile(`^\$[^{}\s]+ .*$`)
 // are filtered out, every "The host ... did not satisfy ..." line shows the
 // first host's name, filter and detail.
 func engineFault(lines ...string) *apiError {
-	status := 0
+	types := map[int]bool{}
 	for _, l := range lines {
-		switch engineErrorTypes[l] {
-		case 400:
-			status = 400
-		case 409:
-			if status == 0 {
-				status = 409
-			}
-		}
+		types[engineErrorTypes[l]] = true
 	}
-	if status == 0 {
-		status = 400
+	status := 400
+	switch {
+	case types[400]:
+	case types[409]:
+		status = 409
+	case types[500]:
+		status = 500
 	}
 	vars := map[string]string{}
 	var texts []string

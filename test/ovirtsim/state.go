@@ -303,6 +303,11 @@ type inventory struct {
 	hostByName    map[string]*host
 	hostRng       *rand.Rand
 	groups        []*affinityGroup // affinity groups, in creation order
+	// tags are the tags' database rows in creation order (the root is not one), rootTag the
+	// root, tagNames TagsDirector's by-name map (tags.go).
+	tags     []*tag
+	rootTag  *tag
+	tagNames map[string]*tag
 
 	byID map[string]any // every inventory object except VMs, disks and jobs
 
@@ -330,7 +335,9 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 		maxNameLen:    seed.MaxVMNameLength,
 		hostByName:    map[string]*host{},
 		hostRng:       rand.New(rand.NewPCG(rs, streamHosts)),
+		rootTag:       newRootTag(),
 	}
+	inv.tagNames = map[string]*tag{inv.rootTag.name: inv.rootTag}
 	if inv.maxNameLen <= 0 {
 		inv.maxNameLen = defaultMaxVMNameLength
 	}

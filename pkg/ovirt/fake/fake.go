@@ -4,7 +4,7 @@
 // Every Client method has a function field (PingFunc, CreateVMFunc, ...):
 // when set it replaces the method's behaviour, which makes error injection a
 // one-liner. When unset, the method works on a small in-memory inventory
-// (clusters, templates, storage domains, vNIC profiles, VMs, affinity groups)
+// (clusters, templates, storage domains, vNIC profiles, VMs, affinity groups, tags)
 // that tests seed with the Add* helpers. Status changes are immediate: a
 // created VM is down, a started one is up on a host. All methods are safe for
 // concurrent use.
@@ -60,6 +60,11 @@ type Client struct {
 	AddVMToAffinityGroupFunc      func(ctx context.Context, clusterID, groupID, vmID string) error
 	RemoveVMFromAffinityGroupFunc func(ctx context.Context, clusterID, groupID, vmID string) error
 
+	FindTagFunc              func(ctx context.Context, name string) (*ovirt.Tag, error)
+	GetTagFunc               func(ctx context.Context, id string) (*ovirt.Tag, error)
+	CreateTagFunc            func(ctx context.Context, name, description string) (*ovirt.Tag, error)
+	UpdateTagDescriptionFunc func(ctx context.Context, id, description string) error
+
 	mu             sync.Mutex
 	nextID         int
 	calls          []string
@@ -77,6 +82,8 @@ type Client struct {
 	// SetHostCount limited.
 	groups     []*ovirt.AffinityGroup
 	hostCounts map[string]int
+	// tags are the Engine's tags other than the root, in creation order.
+	tags []*ovirt.Tag
 }
 
 var _ ovirt.Client = (*Client)(nil)
