@@ -126,6 +126,9 @@ func StartWorld(ctx context.Context, cfg Config, seed uint64, workDir string, lo
 		WithIPAM: true,
 		// A violation about an object that changed or went names who wrote it (auditTrail).
 		AuditWrites: true,
+		// As in every real cluster: an OVirtMachine whose Machine went before Cluster API's
+		// finalizer was on it, or a claim whose OVirtMachine went, is collected.
+		GarbageCollector: true,
 	})
 	if err != nil {
 		return nil, err

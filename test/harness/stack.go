@@ -66,6 +66,10 @@ type StackOptions struct {
 	// InstallCRDs, when set, installs the CAPOV CRDs instead of the harness (which then starts
 	// the control plane without them); it runs before the webhook and manager start.
 	InstallCRDs func(ctx context.Context, env *envtest.Environment) error
+	// GarbageCollector runs Kubernetes' garbage collector against the management cluster
+	// (kube-controller-manager, hack/gc-assets.sh), as every real cluster has: dependents of a
+	// deleted owner are deleted.
+	GarbageCollector bool
 	// AuditWrites makes the management API server log every write to OVirtMachines, Machines
 	// and IP address claims to logs/audit.log (Stack.AuditLog; envtest.AuditEvents reads it).
 	AuditWrites bool
@@ -87,6 +91,8 @@ type Stack struct {
 	Manager, Webhook, CAPI, SimProcess *Process
 	// IPAM is the in-cluster IPAM provider (StackOptions.WithIPAM).
 	IPAM *Process
+	// GC is the garbage collector (StackOptions.GarbageCollector).
+	GC *Process
 	// AuditLog is the management API server's audit log (StackOptions.AuditWrites), or "".
 	AuditLog string
 	// KubeconfigPath reaches the management cluster; WorkloadKubeconfig is the workload's.
@@ -239,6 +245,12 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 		}
 	}
 
+	if opts.GarbageCollector {
+		s.say("Starting Kubernetes' garbage collector (kube-controller-manager)")
+		if err := s.startGarbageCollector(ctx, root); err != nil {
+			return nil, err
+		}
+	}
 	if opts.WithIPAM {
 		s.say("Starting Cluster API's in-cluster IPAM provider")
 		if err := s.startIPAMProvider(ctx, root); err != nil {
@@ -529,7 +541,7 @@ func (s *Stack) Stop() {
 	for _, d := range s.done {
 		<-d
 	}
-	for _, p := range []*Process{s.IPAM, s.CAPI, s.Manager, s.Webhook, s.SimProcess} {
+	for _, p := range []*Process{s.IPAM, s.GC, s.CAPI, s.Manager, s.Webhook, s.SimProcess} {
 		if p != nil {
 			if err := p.Stop(30 * time.Second); err != nil {
 				s.say("%s: %v", p.Name, err)
