@@ -127,8 +127,9 @@ lint: ## Run golangci-lint on every module (one run at a time: .ci/run's prebuil
 ##@ Test
 
 .PHONY: envtest
-envtest: ## Build (once) the kube-apiserver and etcd binaries for envtest into bin/envtest.
+envtest: ## Build (once) the kube-apiserver and etcd binaries for envtest into bin/envtest, and kube-controller-manager (the chaos world's garbage collector) into bin/envtest-gc.
 	hack/envtest-assets.sh >/dev/null
+	hack/gc-assets.sh >/dev/null
 
 .PHONY: test-binaries
 test-binaries: ## Build the manager, webhook, simulator and capi-core binaries the suites run into bin/test (once per make run).

@@ -293,8 +293,15 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	machine, err := util.GetOwnerMachine(ctx, r.Client, om.ObjectMeta)
 	if err != nil {
-		if !apierrors.IsNotFound(err) || om.DeletionTimestamp.IsZero() {
+		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
+		}
+		if om.DeletionTimestamp.IsZero() {
+			// The Machine went before it was ready (deleted within a moment of its creation,
+			// before Cluster API's finalizer was on it): the garbage collector deletes this
+			// object, its dependent, and that deletion reconciles it. Nothing to retry meanwhile.
+			log.Info("The owner Machine is gone; waiting for the garbage collector to delete this OVirtMachine")
+			return ctrl.Result{}, nil
 		}
 		// Being deleted and the owner Machine is already gone (deleted with --cascade=orphan,
 		// or its finalizer removed by hand): nothing else will ever delete the VM, and waiting
