@@ -29,6 +29,20 @@ const (
 	providerCheckEndpoint = "GET /"
 )
 
+// heartbeatEndpoints are the inventory's heartbeat tag (one read and one write per provider
+// per inventory, whatever N; the first inventory finds or creates the tag): like the provider
+// checks they are per provider, and counted apart from what the machines cost.
+var heartbeatEndpoints = []string{"GET /tags", "POST /tags", "GET /tags/{id}", "PUT /tags/{id}"}
+
+// heartbeatCalls is the heartbeat's share of counts.
+func heartbeatCalls(counts map[string]int) int {
+	n := 0
+	for _, e := range heartbeatEndpoints {
+		n += counts[e]
+	}
+	return n
+}
+
 // Modes of the economy phase.
 const (
 	modeReads     = "per-VM reads"
@@ -65,9 +79,16 @@ func (e *Economy) intervals(sc *Scenario) float64 {
 
 // MachineCallsPerInterval is the Engine requests per machine per sync period in the steady
 // window that depend on the machines: per-VM reads, inventory pages and anything else except
-// the provider's connection check.
+// the provider's connection check and the inventory's heartbeat.
 func (e *Economy) MachineCallsPerInterval(sc *Scenario) float64 {
-	return float64(sumCounts(e.SteadyCalls)-e.SteadyCalls[providerCheckEndpoint]) / float64(sc.Machines) / e.intervals(sc)
+	perProvider := e.SteadyCalls[providerCheckEndpoint] + heartbeatCalls(e.SteadyCalls)
+	return float64(sumCounts(e.SteadyCalls)-perProvider) / float64(sc.Machines) / e.intervals(sc)
+}
+
+// ProductionHeartbeatsPerHour is the heartbeat's calls per provider per hour at the production
+// inventory interval.
+func (e *Economy) ProductionHeartbeatsPerHour(sc *Scenario) float64 {
+	return float64(heartbeatCalls(e.SteadyCalls)) / e.intervals(sc) * (time.Hour.Seconds() / productionSyncPeriod.Seconds())
 }
 
 // ProductionPerMachineHour converts the steady window to the production intervals: calls per
@@ -84,8 +105,14 @@ func (e *Economy) ProductionChecksPerHour(sc *Scenario) float64 {
 	return perInterval * time.Hour.Seconds() / productionProviderCheck.Seconds()
 }
 
-// RestartAllowed is the target for the Engine requests of a restart with n Ready machines.
-func RestartAllowed(n int) float64 { return float64(n)/50 + 5 }
+// RestartAllowed is the target for the Engine requests of a restart with n Ready machines: one
+// per 50 machines, 5 for the session and the provider, and the heartbeat's first find and write
+// (heartbeatRestartCalls).
+func RestartAllowed(n int) float64 { return float64(n)/50 + 5 + heartbeatRestartCalls }
+
+// heartbeatRestartCalls is what the first inventory after a restart spends on the heartbeat: it
+// finds the tag by name (GET /tags) and writes it (PUT, or POST the first time ever).
+const heartbeatRestartCalls = 2
 
 // InventoryCallsAllowed is the most inventory pages per interval: one per page size of VMs, and
 // one more when the interval boundary falls inside the window.

@@ -221,7 +221,7 @@ func removeFinalizers(ctx context.Context, c client.Client, ns string) {
 }
 
 // runOwnerMachineGone removes the finalizer of a Ready machine's Machine and deletes it, then
-// (envtest has no garbage collector) deletes the OVirtMachine as the collector would: the VM
+// deletes the OVirtMachine as the world's garbage collector does (whichever comes first): the VM
 // must be removed and the finalizer dropped (defect 5).
 func runOwnerMachineGone(ctx context.Context, r *Run) error {
 	if err := r.NewCluster(ctx); err != nil {

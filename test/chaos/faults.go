@@ -596,9 +596,9 @@ func secretDeleted(ctx context.Context, r *Run) (func(context.Context) error, er
 }
 
 // providerDeleted deletes the OVirtProvider while machines use it. Deletion must be refused
-// or held until they are gone, and the credentials Secret must survive: envtest runs no
-// garbage collector, so the check is what the collector would do, a Secret all of whose owners
-// are gone is deleted (defect 3).
+// or held until they are gone, and the credentials Secret must survive (defect 3): the world's
+// garbage collector deletes a Secret all of whose owners are gone, and the check is that rule
+// too, so that it holds the moment it is made, before the collector got to it.
 func providerDeleted(ctx context.Context, r *Run) (func(context.Context) error, error) {
 	w := r.W
 	stop := background(ctx, func(ctx context.Context) {
