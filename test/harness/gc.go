@@ -57,7 +57,7 @@ func (s *Stack) startGarbageCollector(ctx context.Context, root string) error {
 	deadline := time.Now().Add(90 * time.Second)
 	for !p.LogContains("synced garbage collector") && !p.LogContains("All resource monitors have synced") {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("the garbage collector exited: %v: %s", err, Tail(p.Logs(), 20))
+			return fmt.Errorf("the garbage collector exited: %w: %s", err, Tail(p.Logs(), 20))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the garbage collector did not sync its resource monitors within 90s: %s", Tail(p.Logs(), 20))
