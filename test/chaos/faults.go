@@ -63,6 +63,8 @@ func Scenarios() []Scenario {
 			Run: runMove},
 		{Name: "clusterctl-move-target-late", Fault: "clusterctl move with spec.orphanedVMs: Delete while the target's manager is frozen past the source's grace period (one moved VM down)",
 			Run: runMoveTargetLate},
+		{Name: "restore-static-ip", Fault: "a running static-IP Ignition worker restored as a backup restore leaves it: the Cluster paused, the OVirtMachine's status and its IPAddressClaim lost, the Cluster unpaused",
+			Run: runRestoreStaticIP},
 		{Name: "hostile-management-cluster", Fault: "a second management cluster on the Engine creates a Cluster of the same name, objects named like the victims with their providerIDs, a worker that wants their group and one that names it, then deletes them",
 			Run: runHostileManagement},
 		{Name: "cluster-paused-mid-delete", Fault: "the Cluster is paused while its machines are being deleted, then unpaused", Short: true,
