@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -106,19 +107,31 @@ func runRestoreStaticIP(ctx context.Context, r *Run) error {
 		r.Violate("converge", Converge, fmt.Sprintf("not converged after the restore: %v", err), "namespace "+ns)
 	}
 
+	// The one write a restored machine may make to its VM is PUT /vms/{id} clearing the
+	// bootstrap data (its record of having cleared it was in the lost status); the network
+	// configuration is the same request with the Ignition config and its secrets, told apart
+	// by the machine's events and by what the VM holds afterwards.
 	var wrote []string
 	for _, wr := range w.Watcher.Writes(restored) {
-		if wr.VMID == vmID {
+		if wr.VMID == vmID && wr.Method+" "+wr.Template != "PUT /vms/{id}" {
 			wrote = append(wrote, wr.Method+" "+wr.Template)
 		}
 	}
 	if len(wrote) > 0 {
-		r.Violate("restore-writes", restoredInvariant, fmt.Sprintf("after the restore CAPOV wrote to the running VM %s of %s: %s (its network configuration, with the Ignition secrets, "+
-			"and its NICs must be left as they are)", vmID, victim.Name, strings.Join(wrote, ", ")), "VM "+vmID, "OVirtMachine "+ns+"/"+victim.Name)
+		r.Violate("restore-writes", restoredInvariant, fmt.Sprintf("after the restore CAPOV changed the running VM %s of %s: %s (its NICs, power and disks must be left as they are)",
+			vmID, victim.Name, strings.Join(wrote, ", ")), "VM "+vmID, "OVirtMachine "+ns+"/"+victim.Name)
 	}
-	if vm, ok := w.Sim.VM(vmID); !ok || len(vm.NICs) != nics || vm.Status != "up" {
+	if at, ok := lastEvent(ctx, w.C, ns, victim.Name, "NetworkConfigured"); ok && at.After(restored) {
+		r.Violate("restore-network", restoredInvariant, fmt.Sprintf("after the restore CAPOV gave the running VM %s of %s its network configuration again (event NetworkConfigured at %s): "+
+			"the Ignition config, with its secrets, went back into the Engine", vmID, victim.Name, at.UTC().Format(time.RFC3339Nano)), "VM "+vmID, "OVirtMachine "+ns+"/"+victim.Name)
+	}
+	vm, ok := w.Sim.VM(vmID)
+	switch {
+	case !ok || len(vm.NICs) != nics || vm.Status != "up":
 		r.Violate("restore-vm", restoredInvariant, fmt.Sprintf("the restored machine's VM %s changed: exists %t, %d NICs (had %d), status %q", vmID, ok, len(vm.NICs), nics, vm.Status),
 			"VM "+vmID)
+	case strings.Contains(vm.CustomScript, w.BootstrapSentinel):
+		r.Violate("restore-secret", restoredInvariant, fmt.Sprintf("after the restore the VM %s of %s holds its bootstrap data in the Engine again", vmID, victim.Name), "VM "+vmID)
 	}
 	oms, err := r.Cluster.OVirtMachines(ctx)
 	if err != nil {
@@ -135,7 +148,29 @@ func runRestoreStaticIP(ctx context.Context, r *Run) error {
 				"OVirtMachine "+ns+"/"+om.Name, "OVirtMachine "+ns+"/"+victim.Name)
 		}
 	}
-	r.Note("after the restore: %d writes to the restored VM, its address %s kept by it alone", len(wrote), address)
+	r.Note("after the restore: no NIC, power or disk write to the restored VM, no network configuration, its address %s kept by it alone", address)
 	r.Healed = time.Now()
 	return r.Finish(ctx)
+}
+
+// lastEvent returns when the last event of reason about the named object of ns happened.
+func lastEvent(ctx context.Context, c client.Client, ns, name, reason string) (time.Time, bool) {
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return time.Time{}, false
+	}
+	var last time.Time
+	for _, e := range list.Items {
+		if e.Regarding.Name != name || e.Reason != reason {
+			continue
+		}
+		at := e.EventTime.Time
+		if e.Series != nil && e.Series.LastObservedTime.After(at) {
+			at = e.Series.LastObservedTime.Time
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, !last.IsZero()
 }
