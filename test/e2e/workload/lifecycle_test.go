@@ -39,11 +39,17 @@ func (wd *world) guests() map[string]bool {
 	return out
 }
 
-// guestProcesses lists the processes of a guest (its cgroup subtree in the pids hierarchy,
-// or any hierarchy there is).
+// guestTree is the cgroup tree of this suite's guests: capov-guests-<pid> of the simulator
+// process that boots them. Another suite on the machine (make e2e runs beside make
+// e2e-workload in .ci/run) has its own simulator, seeded like this one: its VMs have the same
+// ids, so a guest is looked up in this tree only, never by id alone.
+func guestTree() string { return fmt.Sprintf("capov-guests-%d", w.stack.SimProcess.PID()) }
+
+// guestProcesses lists the processes of a guest of this suite (its cgroup subtree in any
+// hierarchy there is).
 func guestProcesses(id string) []string {
 	var pids []string
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "capov-guests-*", id))
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", guestTree(), id))
 	if len(dirs) == 0 {
 		return nil
 	}
@@ -342,7 +348,7 @@ func testClusterDeletion(t *testing.T, ctx context.Context, c *workloadCluster) 
 	}
 	// This world's guests: the cgroup trees of its simulator (other test processes may run
 	// their own guests beside it).
-	trees, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", fmt.Sprintf("capov-guests-%d", w.stack.SimProcess.PID()), "*"))
+	trees, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", guestTree(), "*"))
 	for _, tr := range trees {
 		if fi, err := os.Stat(tr); err == nil && fi.IsDir() {
 			t.Errorf("guest cgroup left after the cluster was deleted: %s", tr)
@@ -469,7 +475,7 @@ func testReboot(t *testing.T, ctx context.Context, c *workloadCluster) {
 // guestMemory is the memory a guest's cgroup holds (cgroup v1 memory.stat: total_rss and
 // total_cache), in MiB, for the numbers of docs/benchmarks.md.
 func guestMemory(id string) (rss, cache int) {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory", "capov-guests-*", id, "memory.stat"))
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory", guestTree(), id, "memory.stat"))
 	if len(dirs) == 0 {
 		return -1, -1
 	}
