@@ -63,6 +63,8 @@ func Scenarios() []Scenario {
 			Run: runMove},
 		{Name: "clusterctl-move-target-late", Fault: "clusterctl move with spec.orphanedVMs: Delete while the target's manager is frozen past the source's grace period (one moved VM down)",
 			Run: runMoveTargetLate},
+		{Name: "clusterctl-move-half-way", Fault: "clusterctl move of static-IP workers with spec.orphanedVMs: Delete fails half-way (the target refuses to unpause the Cluster) while the target's provider cannot reach the Engine, past the source's grace period (one moved VM down)",
+			Run: runMoveHalfWay},
 		{Name: "restore-static-ip", Fault: "a running static-IP Ignition worker restored as a backup restore leaves it: the Cluster paused, the OVirtMachine's status and its IPAddressClaim lost, the Cluster unpaused",
 			Run: runRestoreStaticIP},
 		{Name: "hostile-management-cluster", Fault: "a second management cluster on the Engine creates a Cluster of the same name, objects named like the victims with their providerIDs, a worker that wants their group and one that names it, then deletes them",

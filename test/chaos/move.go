@@ -26,6 +26,9 @@ import (
 // capiVersion is the Cluster API release the inventory names (the pinned module's).
 const capiVersion = "v1.14.2"
 
+// ipamGroup is the API group of Cluster API's IPAM types and of the in-cluster provider's pools.
+const ipamGroup = "ipam.cluster.x-k8s.io"
+
 // runMove builds a cluster (a control-plane Machine, workers from the driver), moves it with
 // clusterctl's own mover to a second management cluster that shares the Engine, and deletes it
 // there. The source must leave every VM alone (delete-for-move), the target must adopt every
@@ -37,7 +40,7 @@ func runMove(ctx context.Context, r *Run) error {
 	}
 	w := r.W
 	ns := r.Namespace()
-	mv, err := beginMove(ctx, r)
+	mv, err := beginMove(ctx, r, false)
 	if mv == nil {
 		return err
 	}
@@ -126,9 +129,10 @@ func vmsOf(w *World, ns string) map[string]string {
 }
 
 // asIfClusterctlInit gives a management cluster what `clusterctl init` would leave for move:
-// the inventory (core and infrastructure providers) and the clusterctl label on the Cluster API
-// CRDs (ours carry it already).
-func asIfClusterctlInit(ctx context.Context, c client.Client, cc clusterctlcluster.Client) error {
+// the inventory (core and infrastructure providers, and the in-cluster IPAM provider when it
+// runs there) and the clusterctl label on the Cluster API CRDs, IPAM's included (ours carry it
+// already).
+func asIfClusterctlInit(ctx context.Context, c client.Client, cc clusterctlcluster.Client, withIPAM bool) error {
 	inv := cc.ProviderInventory()
 	if err := inv.EnsureCustomResourceDefinitions(ctx); err != nil {
 		return fmt.Errorf("installing the clusterctl inventory CRD: %w", err)
@@ -139,7 +143,7 @@ func asIfClusterctlInit(ctx context.Context, c client.Client, cc clusterctlclust
 	}
 	for i := range crds.Items {
 		crd := &crds.Items[i]
-		if crd.Spec.Group != clusterv1.GroupVersion.Group {
+		if crd.Spec.Group != clusterv1.GroupVersion.Group && crd.Spec.Group != ipamGroup {
 			continue
 		}
 		if _, ok := crd.Labels[clusterctlv1.ClusterctlLabel]; ok {
@@ -154,12 +158,17 @@ func asIfClusterctlInit(ctx context.Context, c client.Client, cc clusterctlclust
 			return fmt.Errorf("labelling CRD %s: %w", crd.Name, err)
 		}
 	}
-	for _, p := range []clusterctlv1.Provider{
+	providers := []clusterctlv1.Provider{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "capi-system", Name: "cluster-api"}, ProviderName: "cluster-api",
 			Type: string(clusterctlv1.CoreProviderType), Version: capiVersion},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: CredentialsNamespace, Name: "infrastructure-ovirt"}, ProviderName: "ovirt",
 			Type: string(clusterctlv1.InfrastructureProviderType), Version: "v0.2.0"},
-	} {
+	}
+	if withIPAM {
+		providers = append(providers, clusterctlv1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "capi-ipam-in-cluster-system", Name: "ipam-in-cluster"},
+			ProviderName: "in-cluster", Type: string(clusterctlv1.IPAMProviderType), Version: "v1.0.0"})
+	}
+	for _, p := range providers {
 		if err := c.Create(ctx, harness.Namespace(p.Namespace)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -230,9 +239,10 @@ func (m *moveRun) done() {
 	m.w.Watcher.RemoveClient(m.target.Env.Client)
 }
 
-// beginMove provisions the run's cluster for clusterctl move and starts the target. A nil
-// moveRun ends the scenario with the error returned (the run's result when it did not converge).
-func beginMove(ctx context.Context, r *Run) (*moveRun, error) {
+// beginMove provisions the run's cluster for clusterctl move and starts the target (with the
+// in-cluster IPAM provider when withIPAM). A nil moveRun ends the scenario with the error
+// returned (the run's result when it did not converge).
+func beginMove(ctx context.Context, r *Run, withIPAM bool) (*moveRun, error) {
 	if ok, err := provisionForMove(ctx, r); err != nil || !ok {
 		if err == nil {
 			return nil, r.Finish(ctx)
@@ -240,7 +250,7 @@ func beginMove(ctx context.Context, r *Run) (*moveRun, error) {
 		return nil, err
 	}
 	before := vmsOf(r.W, r.Namespace())
-	target, from, to, err := startMoveTarget(ctx, r.W)
+	target, from, to, err := startMoveTarget(ctx, r.W, withIPAM)
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +293,14 @@ func provisionForMove(ctx context.Context, r *Run) (ok bool, _ error) {
 		r.Violate("converge", Converge, fmt.Sprintf("not converged before the move: %v", err), "namespace "+ns)
 		return false, nil
 	}
-	// clusterctl moves only a provisioned cluster: every Machine with a Node, the control plane
-	// initialized.
+	return true, waitMovable(ctx, r)
+}
+
+// waitMovable waits until clusterctl would move the run's cluster: every Machine with a Node,
+// the control plane initialized.
+func waitMovable(ctx context.Context, r *Run) error {
+	w := r.W
+	ns := r.Namespace()
 	if err := poll(ctx, w.Cfg.Bound, 250*time.Millisecond, func() (bool, error) {
 		ms := &clusterv1.MachineList{}
 		if err := w.C.List(ctx, ms, client.InNamespace(ns)); err != nil {
@@ -301,15 +317,15 @@ func provisionForMove(ctx context.Context, r *Run) (ok bool, _ error) {
 		}
 		return conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition), nil
 	}); err != nil {
-		return false, fmt.Errorf("the cluster is not provisioned for clusterctl move: %w", err)
+		return fmt.Errorf("the cluster is not provisioned for clusterctl move: %w", err)
 	}
-	return true, nil
+	return nil
 }
 
-// startMoveTarget starts a second management cluster sharing the Engine, watched like the first,
-// and gives both what clusterctl init would leave for move. The caller stops it and removes its
-// client from the watcher.
-func startMoveTarget(ctx context.Context, w *World) (*harness.Management, clusterctlcluster.Client, clusterctlcluster.Client, error) {
+// startMoveTarget starts a second management cluster sharing the Engine, watched like the first
+// (with the in-cluster IPAM provider when withIPAM), and gives both what clusterctl init would
+// leave for move. The caller stops it and removes its client from the watcher.
+func startMoveTarget(ctx context.Context, w *World, withIPAM bool) (*harness.Management, clusterctlcluster.Client, clusterctlcluster.Client, error) {
 	target, err := w.Stack.StartManagement(ctx, "mgmt2", logr.Discard(), ManagerFlags, []string{"--debug"})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting the second management cluster: %w", err)
@@ -321,17 +337,26 @@ func startMoveTarget(ctx context.Context, w *World) (*harness.Management, cluste
 		target.Stop()
 		return nil, nil, nil, err
 	}
+	if withIPAM {
+		if err := w.Stack.StartIPAM(ctx, target); err != nil {
+			return fail(fmt.Errorf("starting the second management cluster's IPAM provider: %w", err))
+		}
+	}
 	cfg, err := clusterctlconfig.New(ctx, "", clusterctlconfig.InjectReader(clusterctlconfig.NewMemoryReader()))
 	if err != nil {
 		return fail(fmt.Errorf("clusterctl configuration: %w", err))
 	}
 	from := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: w.Stack.KubeconfigPath}, cfg)
 	to := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: target.KubeconfigPath}, cfg)
+	// The IPAM provider is registered in the target's inventory only: the source's world is
+	// shared with later moves to targets without one (clusterctl checks that a target has every
+	// provider of its source).
 	for _, side := range []struct {
-		c  client.Client
-		cc clusterctlcluster.Client
-	}{{w.C, from}, {target.Env.Client, to}} {
-		if err := asIfClusterctlInit(ctx, side.c, side.cc); err != nil {
+		c    client.Client
+		cc   clusterctlcluster.Client
+		ipam bool
+	}{{w.C, from, false}, {target.Env.Client, to, withIPAM}} {
+		if err := asIfClusterctlInit(ctx, side.c, side.cc, side.ipam); err != nil {
 			return fail(err)
 		}
 	}

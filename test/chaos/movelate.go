@@ -37,24 +37,12 @@ func runMoveTargetLate(ctx context.Context, r *Run) error {
 	}
 	w := r.W
 	ns := r.Namespace()
-	// The source removes orphans after moveLateGrace, its inventory runs every second.
-	if err := w.ReplaceManager(ctx, "--inventory-interval=1s", "--test-orphaned-vms-grace-period="+moveLateGrace.String()); err != nil {
+	restore, err := removeOrphansSoon(ctx, r)
+	defer restore()
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := w.ReplaceManager(context.WithoutCancel(ctx)); err != nil {
-			r.Note("restoring the manager's flags: %v", err)
-		}
-	}()
-	if err := setOrphanPolicy(ctx, w, infrav1.OrphanedVMsDelete); err != nil {
-		return err
-	}
-	defer func() {
-		if err := setOrphanPolicy(context.WithoutCancel(ctx), w, infrav1.OrphanedVMsReport); err != nil {
-			r.Note("restoring the provider's orphan policy: %v", err)
-		}
-	}()
-	mv, err := beginMove(ctx, r)
+	mv, err := beginMove(ctx, r, false)
 	if mv == nil {
 		return err
 	}
@@ -78,17 +66,9 @@ func runMoveTargetLate(ctx context.Context, r *Run) error {
 	r.Note("clusterctl move of %d machines took %s, the target's manager frozen", len(before), time.Since(moved).Round(100*time.Millisecond))
 	// One of the moved VMs goes down: an orphan down for the whole grace period is what Delete
 	// removes.
-	oob, closeOOB, err := w.OutOfBand(ctx)
-	if err != nil {
+	if err := powerOffOne(ctx, r, before); err != nil {
 		return err
 	}
-	ids := slices.Sorted(maps.Keys(before))
-	if err := oob.Power(ctx, ids[0], ovirt.PowerStop); err != nil {
-		r.Note("powering off %s (%s) out of band: %v", ids[0], before[ids[0]], err)
-	} else {
-		r.Note("VM %s (%s) powered off out of band", ids[0], before[ids[0]])
-	}
-	closeOOB()
 	sleep(ctx, moveLateWait)
 
 	for _, wr := range w.Watcher.Writes(moved) {
@@ -132,6 +112,53 @@ func runMoveTargetLate(ctx context.Context, r *Run) error {
 	w.Watcher.ScanLogs()
 	w.Watcher.ScanEventsAndMetrics(ctx)
 	return err
+}
+
+// removeOrphansSoon makes the source remove orphans: its manager with an inventory every second
+// and a grace period of moveLateGrace, its OVirtProvider with spec.orphanedVMs: Delete. restore
+// (never nil) puts both back.
+func removeOrphansSoon(ctx context.Context, r *Run) (restore func(), _ error) {
+	w := r.W
+	var undo []func()
+	restore = func() {
+		for _, f := range slices.Backward(undo) {
+			f()
+		}
+	}
+	if err := w.ReplaceManager(ctx, "--inventory-interval=1s", "--test-orphaned-vms-grace-period="+moveLateGrace.String()); err != nil {
+		return restore, err
+	}
+	undo = append(undo, func() {
+		if err := w.ReplaceManager(context.WithoutCancel(ctx)); err != nil {
+			r.Note("restoring the manager's flags: %v", err)
+		}
+	})
+	if err := setOrphanPolicy(ctx, w, infrav1.OrphanedVMsDelete); err != nil {
+		return restore, err
+	}
+	undo = append(undo, func() {
+		if err := setOrphanPolicy(context.WithoutCancel(ctx), w, infrav1.OrphanedVMsReport); err != nil {
+			r.Note("restoring the provider's orphan policy: %v", err)
+		}
+	})
+	return restore, nil
+}
+
+// powerOffOne powers off the first of the moved VMs (by id) out of band: an orphan down for the
+// whole grace period is what Delete removes.
+func powerOffOne(ctx context.Context, r *Run, before map[string]string) error {
+	oob, closeOOB, err := r.W.OutOfBand(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeOOB()
+	ids := slices.Sorted(maps.Keys(before))
+	if err := oob.Power(ctx, ids[0], ovirt.PowerStop); err != nil {
+		r.Note("powering off %s (%s) out of band: %v", ids[0], before[ids[0]], err)
+	} else {
+		r.Note("VM %s (%s) powered off out of band", ids[0], before[ids[0]])
+	}
+	return nil
 }
 
 // setOrphanPolicy sets the suite's OVirtProvider's spec.orphanedVMs (with the minimum grace

@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/capov/capov/test/envtest"
 )
 
 // IPAMProviderDir builds (once, cached in bin/ipam) Cluster API's in-cluster IPAM provider with
@@ -29,28 +32,49 @@ func IPAMProviderDir(ctx context.Context, root string) (string, error) {
 // runs the provider against it, without its webhooks (they need certificates the envtest API
 // server has no configuration for; the pools of the tests are valid).
 func (s *Stack) startIPAMProvider(ctx context.Context, root string) error {
+	p, err := s.runIPAMProvider(ctx, root, s.Mgmt.Config, s.KubeconfigPath, "ipam-in-cluster")
+	if p != nil {
+		s.IPAM = p
+	}
+	return err
+}
+
+// StartIPAM runs the in-cluster IPAM provider for another management cluster as for the
+// stack's own (StackOptions.WithIPAM), with its CRDs; Stop stops it.
+func (s *Stack) StartIPAM(ctx context.Context, m *Management) error {
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	p, err := s.runIPAMProvider(ctx, root, m.Env.Config, m.KubeconfigPath, m.Name+"-ipam-in-cluster")
+	if p != nil {
+		m.IPAM = p
+	}
+	return err
+}
+
+func (s *Stack) runIPAMProvider(ctx context.Context, root string, cfg *rest.Config, kubeconfig, name string) (*Process, error) {
 	dir, err := IPAMProviderDir(ctx, root)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := crenvtest.InstallCRDs(s.Mgmt.Config, crenvtest.CRDInstallOptions{
+	if _, err := crenvtest.InstallCRDs(cfg, crenvtest.CRDInstallOptions{
 		Paths: []string{filepath.Join(dir, "crds")}, ErrorIfPathMissing: true,
 	}); err != nil {
-		return fmt.Errorf("installing the in-cluster IPAM provider's CRDs: %w", err)
+		return nil, fmt.Errorf("installing the in-cluster IPAM provider's CRDs: %w", err)
 	}
 	// The provider binds its endpoints on port 0; its log line reports the health endpoint.
-	p, err := Start("ipam-in-cluster", filepath.Join(dir, "manager"), []string{
-		"--kubeconfig=" + s.KubeconfigPath, "--webhook-port=0",
+	p, err := Start(name, filepath.Join(dir, "manager"), []string{
+		"--kubeconfig=" + kubeconfig, "--webhook-port=0",
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics",
-	}, nil, filepath.Join(s.opts.WorkDir, "logs", "ipam-in-cluster.log"))
+	}, nil, filepath.Join(s.opts.WorkDir, "logs", name+".log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.IPAM = p
 	health, err := ReportedServerAddress(ctx, p, "health probe")
 	if err != nil {
-		return err
+		return p, err
 	}
-	return WaitReady(ctx, p, "http://"+health+"/readyz")
+	return p, WaitReady(ctx, p, "http://"+health+"/readyz")
 }

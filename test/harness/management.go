@@ -30,6 +30,8 @@ type Management struct {
 	// CAPI runs Cluster API's core reconcilers when the stack runs them as a process (else they
 	// run in the test process).
 	CAPI *Process
+	// IPAM is the in-cluster IPAM provider when Stack.StartIPAM started one.
+	IPAM *Process
 
 	webhookPort *heldPort
 	cancel      context.CancelFunc
@@ -117,7 +119,7 @@ func (m *Management) Stop() {
 		<-m.done
 		m.cancel = nil
 	}
-	for _, p := range []*Process{m.CAPI, m.Manager, m.Webhook} {
+	for _, p := range []*Process{m.IPAM, m.CAPI, m.Manager, m.Webhook} {
 		if p != nil {
 			p.Kill()
 		}
