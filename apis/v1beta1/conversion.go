@@ -80,17 +80,25 @@ func Convert_v1beta1_OVirtMachineStatus_To_v1beta2_OVirtMachineStatus(in *OVirtM
 	out.Initialization = v1beta2.OVirtMachineInitializationStatus{Provisioned: provisionedFromReady(in.Ready)}
 	out.Conditions = conditionsFromV1Beta2Status(in.V1Beta2)
 	out.Deprecated = deprecatedFromV1Beta1(in.Conditions, in.FailureReason, in.FailureMessage)
+	// v1beta2 mirrors the failure in status.failureReason/failureMessage (set by the generated
+	// conversion from the fields of the same name), for the documented reset.
 	return nil
 }
 
 // Convert_v1beta2_OVirtMachineStatus_To_v1beta1_OVirtMachineStatus converts the machine status.
+// The failure comes from status.deprecated.v1beta1, where the manager keeps it; the v1beta2
+// mirror (status.failureReason) fills in only when that has none.
 func Convert_v1beta2_OVirtMachineStatus_To_v1beta1_OVirtMachineStatus(in *v1beta2.OVirtMachineStatus, out *OVirtMachineStatus, s apimachineryconversion.Scope) error {
 	if err := autoConvert_v1beta2_OVirtMachineStatus_To_v1beta1_OVirtMachineStatus(in, out, s); err != nil {
 		return err
 	}
 	out.Ready = in.Initialization.Provisioned != nil && *in.Initialization.Provisioned
 	out.V1Beta2 = v1beta2StatusFromConditions(in.Conditions)
-	out.Conditions, out.FailureReason, out.FailureMessage = v1beta1FromDeprecated(in.Deprecated)
+	conds, reason, message := v1beta1FromDeprecated(in.Deprecated)
+	out.Conditions = conds
+	if reason != nil || message != nil {
+		out.FailureReason, out.FailureMessage = reason, message
+	}
 	return nil
 }
 

@@ -633,8 +633,8 @@ func autoConvert_v1beta1_OVirtMachineStatus_To_v1beta2_OVirtMachineStatus(in *OV
 	out.SystemDiskIDs = *(*[]string)(unsafe.Pointer(&in.SystemDiskIDs))
 	out.DiskClone = (*bool)(unsafe.Pointer(in.DiskClone))
 	out.NodeName = in.NodeName
-	// WARNING: in.FailureReason requires manual conversion: does not exist in peer-type
-	// WARNING: in.FailureMessage requires manual conversion: does not exist in peer-type
+	out.FailureReason = (*string)(unsafe.Pointer(in.FailureReason))
+	out.FailureMessage = (*string)(unsafe.Pointer(in.FailureMessage))
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
@@ -687,6 +687,8 @@ func autoConvert_v1beta2_OVirtMachineStatus_To_v1beta1_OVirtMachineStatus(in *v1
 	// WARNING: in.Host requires manual conversion: does not exist in peer-type
 	// WARNING: in.AffinityGroups requires manual conversion: does not exist in peer-type
 	// WARNING: in.Deprecated requires manual conversion: does not exist in peer-type
+	out.FailureReason = (*string)(unsafe.Pointer(in.FailureReason))
+	out.FailureMessage = (*string)(unsafe.Pointer(in.FailureMessage))
 	return nil
 }
 

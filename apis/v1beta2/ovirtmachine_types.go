@@ -350,6 +350,25 @@ type OVirtMachineStatus struct {
 	// They are kept so that v1beta1 clients see them; they will be removed with v1beta1.
 	// +optional
 	Deprecated *DeprecatedStatus `json:"deprecated,omitempty"`
+
+	// failureReason mirrors status.deprecated.v1beta1.failureReason, for one purpose: the
+	// documented reset, `kubectl patch capovm <m> --type=merge -p
+	// '{"status":{"failureReason":null,"failureMessage":null}}'`, which kubectl sends to this
+	// version, removes it, and removing it clears the failure. Cluster API does not read it
+	// (the v1beta2 contract's terminal failure is status.deprecated.v1beta1); it goes with
+	// v1beta1. See docs/proposals/2026-12-05-failure-reset-on-v1beta2.md.
+	//
+	// Deprecated: read status.deprecated.v1beta1.failureReason and the Ready condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	FailureReason *string `json:"failureReason,omitempty"`
+
+	// failureMessage mirrors status.deprecated.v1beta1.failureMessage (see failureReason).
+	//
+	// Deprecated: read status.deprecated.v1beta1.failureMessage and the Ready condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	FailureMessage *string `json:"failureMessage,omitempty"`
 }
 
 // DeprecatedStatus groups the deprecated status fields of OVirtMachine and OVirtCluster.

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -465,21 +467,29 @@ func (r *OVirtMachineReconciler) clearBootstrapData(ctx context.Context, s *mach
 	return true, ctrl.Result{}, nil
 }
 
-// providerSettings identifies the settings a connection attempt used without revealing any of
-// them: the OVirtProvider's generation and its credentials Secret's resourceVersion ("-" when
-// there is none).
+// providerSettings identifies the settings a connection attempt used, and the provider's state
+// then, without revealing any of them: the OVirtProvider's generation, its credentials Secret's
+// resourceVersion ("-" when there is none) and since when it has been Ready (Unix seconds of
+// its Ready condition's last transition, "-" while it is not Ready). A provider that becomes
+// Ready again after a failure has changed settings in this sense, whatever was fixed (an
+// account unlocked on the Engine, its certificate replaced): the machine tries once more.
 func providerSettings(p *infrav1.OVirtProvider, resolved *credentials.Resolved) string {
 	rv := "-"
 	if resolved != nil && resolved.Secret != nil {
 		rv = resolved.Secret.ResourceVersion
 	}
-	return fmt.Sprintf("%d/%s", p.Generation, rv)
+	ready := "-"
+	if c := conditions.Get(p, infrav1.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue {
+		ready = strconv.FormatInt(c.LastTransitionTime.Unix(), 10)
+	}
+	return fmt.Sprintf("%d/%s/%s", p.Generation, rv, ready)
 }
 
 // clearStaleConnectionFailure clears failureReason OVirtEngineConnectionCritical once the
-// OVirtProvider's settings changed since the failure and it connects again: the operator fixed
-// the provider and should not have to patch every machine (the documented patch still works).
-// It reports whether the machine may go on.
+// OVirtProvider's settings changed since the failure, or it became Ready again, and it connects
+// (providerSettings): the operator fixed the provider or the Engine and should not have to patch
+// every machine (the documented patch still works). Each change is tried once. It reports
+// whether the machine may go on.
 func (r *OVirtMachineReconciler) clearStaleConnectionFailure(ctx context.Context, s *machineScope) (bool, error) {
 	om := s.om
 	p := &infrav1.OVirtProvider{}
@@ -502,9 +512,9 @@ func (r *OVirtMachineReconciler) clearStaleConnectionFailure(ctx context.Context
 	}
 	clearMachineFailure(om)
 	delete(om.Annotations, failedSettingsAnnotation)
-	s.log.Info("Clearing failureReason OVirtEngineConnectionCritical: the OVirtProvider changed and connects again", "OVirtProvider", p.Name)
+	s.log.Info("Clearing failureReason OVirtEngineConnectionCritical: the OVirtProvider changed or became Ready again, and connects", "OVirtProvider", p.Name)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventConnectionFailureCleared, "Connect",
-		"OVirtProvider %s changed and connects again: cleared failureReason %s", p.Name, infrav1.OVirtEngineConnectionCriticalFailure)
+		"OVirtProvider %s changed or became Ready again, and connects: cleared failureReason %s", p.Name, infrav1.OVirtEngineConnectionCriticalFailure)
 	return true, nil
 }
 

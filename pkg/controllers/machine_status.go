@@ -41,6 +41,8 @@ func setMachineFailure(om *infrav1.OVirtMachine, reason, message string) {
 	}
 	om.Status.Deprecated.V1Beta1.FailureReason = ptr.To(reason)
 	om.Status.Deprecated.V1Beta1.FailureMessage = ptr.To(message)
+	// The mirror the documented reset removes (status.failureReason of v1beta2).
+	om.Status.FailureReason, om.Status.FailureMessage = ptr.To(reason), ptr.To(message) //nolint:staticcheck // the deprecated mirror is written here, and only here
 }
 
 // clearMachineFailure removes a terminal failure.
@@ -48,6 +50,7 @@ func clearMachineFailure(om *infrav1.OVirtMachine) {
 	if d := om.Status.Deprecated; d != nil && d.V1Beta1 != nil {
 		d.V1Beta1.FailureReason, d.V1Beta1.FailureMessage = nil, nil
 	}
+	om.Status.FailureReason, om.Status.FailureMessage = nil, nil //nolint:staticcheck // and cleared here
 }
 
 // updateMachineStatus derives the Ready summary of an OVirtMachine from the conditions the

@@ -80,14 +80,18 @@ func (w *OVirtMachineWebhook) Default(ctx context.Context, m *infrav1.OVirtMachi
 	return nil
 }
 
-// failureCleared reports whether an update removes status.deprecated.v1beta1.failureReason or
-// failureMessage that the stored object has. A v1beta1 client clears status.failureReason and
-// status.failureMessage: the API server converts its request to v1beta2 (matchPolicy
-// Equivalent), where they are these fields.
+// failureCleared reports whether an update removes a failure field that the stored object
+// has: status.failureReason or status.failureMessage of v1beta2 (the mirror the product doc's
+// reset removes: kubectl sends it to v1beta2, the preferred version), or
+// status.deprecated.v1beta1.failureReason or failureMessage (a v1beta1 client's reset of
+// status.failureReason arrives converted to v1beta2, matchPolicy Equivalent, as these). A
+// request that leaves them as they are clears nothing.
 func failureCleared(old, m *infrav1.OVirtMachine) bool {
 	o, n := failureOf(old), failureOf(m)
 	return o.FailureReason != nil && n.FailureReason == nil ||
-		o.FailureMessage != nil && n.FailureMessage == nil
+		o.FailureMessage != nil && n.FailureMessage == nil ||
+		old.Status.FailureReason != nil && m.Status.FailureReason == nil || //nolint:staticcheck // the mirror exists for this reset
+		old.Status.FailureMessage != nil && m.Status.FailureMessage == nil //nolint:staticcheck // the mirror exists for this reset
 }
 
 // failureOf returns the deprecated v1beta1 failure fields of m (zero when there are none).

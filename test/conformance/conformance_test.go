@@ -290,7 +290,7 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		Expect(err.Error()).To(ContainSubstring("credentialsSecretName"))
 	})
 
-	It("clears a terminal failure with the documented v1beta1 patch, converted by the API server", func(ctx SpecContext) {
+	It("clears a terminal failure with the product doc's kubectl patch as written, and with the v1beta1 patch converted by the API server", func(ctx SpecContext) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(mgmt.Get(ctx, client.ObjectKey{Name: "ovirtmachines." + infrav1.GroupVersion.Group}, crd)).To(Succeed())
 		Expect(crd.Spec.Conversion).NotTo(BeNil(), "the stack's CRDs convert through the webhook binary")
@@ -321,15 +321,41 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 				HaveKeyWithValue("reason", infrav1.OVirtEngineConnectionCriticalFailure))))
 		}, wait, poll).Should(Succeed())
 
-		// Fix the provider, then clear the failure as docs/operations.md says, in v1beta1.
+		// Product doc §4.3, typed as written: kubectl sends it to v1beta2, its preferred version.
+		// The provider is still broken, so the manager clears the failure, tries again and
+		// fails again: one more ConnectionFailed. Before, kubectl answered "patched (no change)"
+		// and nothing happened.
+		failedBefore := eventCount(ctx, om, "ConnectionFailed")
+		Expect(failedBefore).To(BeNumerically(">=", 1))
+		out, err := kubectl(ctx, "patch", "capovm", om.Name, "-n", om.Namespace, "--type=merge",
+			"-p", `{"status":{"failureReason":null,"failureMessage":null}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(Equal("ovirtmachine.infrastructure.cluster.x-k8s.io/" + om.Name + " patched\n"))
+		Eventually(func(g Gomega) {
+			g.Expect(eventCount(ctx, om, "ConnectionFailed")).To(BeNumerically(">", failedBefore), "the manager tried again")
+		}, wait, poll).Should(Succeed())
+
+		// The same in v1beta1, converted by the API server (a v1beta1 client's patch of the
+		// status subresource clears at once).
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), v1)).To(Succeed())
+			reason, _, _ := unstructured.NestedString(v1.Object, "status", "failureReason")
+			g.Expect(reason).To(Equal(infrav1.OVirtEngineConnectionCriticalFailure))
+		}, wait, poll).Should(Succeed())
+		Expect(mgmt.Status().Patch(ctx, v1, client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`)))).To(Succeed())
+		got := &infrav1.OVirtMachine{}
+		Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), got)).To(Succeed())
+		Expect(got.Status.FailureReason).To(BeNil()) //nolint:staticcheck // the v1beta2 mirror the reset removes
+
+		// Fixed, the provider becomes Ready, and the machine goes on by itself.
 		base := p.DeepCopy()
 		p.Spec.TLS = &infrav1.OVirtProviderTLS{Insecure: true}
 		Expect(mgmt.Patch(ctx, p, client.MergeFrom(base))).To(Succeed())
-		Expect(mgmt.Status().Patch(ctx, v1, client.RawPatch(types.MergePatchType, []byte(`{"status":{"failureReason":null,"failureMessage":null}}`)))).To(Succeed())
 		Eventually(func(g Gomega) {
 			got := &infrav1.OVirtMachine{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(om), got)).To(Succeed())
 			g.Expect(got.Status.Deprecated == nil || got.Status.Deprecated.V1Beta1 == nil || got.Status.Deprecated.V1Beta1.FailureReason == nil).To(BeTrue())
+			g.Expect(got.Status.FailureReason).To(BeNil()) //nolint:staticcheck // the v1beta2 mirror the reset removes
 			g.Expect(v1beta1conditions.IsTrue(got, infrav1.MachineCreatedCondition)).To(BeTrue())
 		}, wait, poll).Should(Succeed())
 

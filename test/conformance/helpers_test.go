@@ -1,11 +1,15 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
+	"os/exec"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -148,4 +152,37 @@ func workloadNode(ctx context.Context, name string) *corev1.Node {
 	node := &corev1.Node{}
 	Expect(stack.Workload.Client.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
 	return node
+}
+
+// kubectl runs kubectl against the management cluster as an operator types it and returns what
+// it printed (stdout and stderr). The spec is skipped where kubectl is not installed.
+func kubectl(ctx context.Context, args ...string) (string, error) {
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		Skip("kubectl is not installed")
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + stack.KubeconfigPath}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+// eventCount is how many times events of reason were emitted about obj: an event series counts
+// its occurrences (the API holds a series' count as of its last update).
+func eventCount(ctx context.Context, obj client.Object, reason string) int32 {
+	list := &eventsv1.EventList{}
+	Expect(mgmt.List(ctx, list, client.InNamespace(obj.GetNamespace()))).To(Succeed())
+	var n int32
+	for _, e := range list.Items {
+		if e.Regarding.Name != obj.GetName() || e.Reason != reason {
+			continue
+		}
+		if e.Series != nil {
+			n += e.Series.Count
+		} else {
+			n++
+		}
+	}
+	return n
 }

@@ -64,6 +64,12 @@ func fuzzerFuncs(_ runtimeserializer.CodecFactory) []any {
 		func(in *infrav1.OVirtMachineStatus, c randfill.Continue) {
 			c.FillNoCustom(in)
 			in.Deprecated = normaliseDeprecated(in.Deprecated)
+			// status.failureReason/failureMessage mirror the deprecated failure: the manager
+			// writes both or neither (setMachineFailure).
+			in.FailureReason, in.FailureMessage = nil, nil //nolint:staticcheck // the mirror round-trips
+			if d := in.Deprecated; d != nil {
+				in.FailureReason, in.FailureMessage = d.V1Beta1.FailureReason, d.V1Beta1.FailureMessage //nolint:staticcheck // the mirror round-trips
+			}
 		},
 		func(in *infrav1.OVirtClusterStatus, c randfill.Continue) {
 			c.FillNoCustom(in)
