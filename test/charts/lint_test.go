@@ -48,11 +48,11 @@ func TestHelmTemplateOfflineAsDocumented(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("name: capov-controller-manager"))
 	})
-	t.Run("a typo in a gate value is rejected", func(t *testing.T) {
+	t.Run("a typo in a gate value and an unknown gate are passed on for the binaries to ignore", func(t *testing.T) {
 		g := NewWithT(t)
 		out, err := run(t, nil, helm, "template", mainRelease, chart, "--set", "preflight.enabled=false",
-			"--set", "featureGates.disk-clone=ture")
-		g.Expect(err).To(HaveOccurred())
-		g.Expect(out).To(ContainSubstring("at '/featureGates/disk-clone': got string, want boolean"))
+			"--set", "featureGates.disk-clone=ture", "--set", "featureGates.disk-magic=true")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("--feature-gates=disk-add-vm-name=false,disk-clone=ture,disk-keep-template-name=true,disk-magic=true"))
 	})
 }

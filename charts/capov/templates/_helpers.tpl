@@ -51,11 +51,17 @@ app.kubernetes.io/component: webhook
 {{- end -}}
 {{- end }}
 
-{{/* The --feature-gates value: key=value pairs in key order (range over a map is sorted). */}}
+{{/*
+The --feature-gates value: key=value pairs in key order (range over a map is sorted). Unknown
+keys and invalid values are passed on for the binaries to ignore and name in a warning (product
+doc §6); a "," or "=" inside a key or value becomes "_", so that it can never set another gate.
+*/}}
 {{- define "capov.featureGates" -}}
 {{- $gates := list -}}
-{{- range $name, $enabled := .Values.featureGates -}}
-{{- $gates = append $gates (printf "%s=%t" $name $enabled) -}}
+{{- range $name, $value := .Values.featureGates -}}
+{{- $key := $name | replace "," "_" | replace "=" "_" -}}
+{{- $val := printf "%v" $value | replace "," "_" | replace "=" "_" -}}
+{{- $gates = append $gates (printf "%s=%s" $key $val) -}}
 {{- end -}}
 {{- join "," $gates -}}
 {{- end }}
