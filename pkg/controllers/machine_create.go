@@ -19,6 +19,7 @@ import (
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 	"github.com/capov/capov/pkg/ovirt"
+	"github.com/capov/capov/pkg/storagerule"
 )
 
 // Bootstrap data formats (the "format" key of a CAPI bootstrap data Secret).
@@ -154,7 +155,7 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(r.retryLater(), nil)
 	}
 
-	clone := r.Gates.DiskCloneFor(om.Spec.DiskClone, s.provider.Spec.DiskClone)
+	clone := *storagerule.Clone(om.Spec.DiskClone, s.provider.Spec.DiskClone, true, r.Gates.DiskClone)
 	vmName := VMNameFor(om.Namespace, om.Name)
 	// The owner marker carries the ownership proof from the start: the key exists before the VM
 	// (ownership_proof.go), and the proof costs no Engine call of its own.
@@ -228,14 +229,15 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		for _, d := range tpl.Disks {
 			onTemplateDomain = onTemplateDomain && (d.StorageDomainID == sd.ID || slices.Contains(d.StorageDomainIDs, sd.ID))
 		}
-		switch {
-		case clone:
-			spec.StorageDomainID = sd.ID
-			spec.TemplateDisks = tpl.Disks
-		case !onTemplateDomain:
+		// The rule admission applies too, here with the Engine's facts (storagerule).
+		if storagerule.Decide(sdName, &clone, &onTemplateDomain) == storagerule.RequiresClone {
 			created(infrav1.StorageDomainRequiresCloneReason, clusterv1.ConditionSeverityWarning,
 				"storage domain %q differs from the template's and disks are not cloned: %s", sdName, featuregates.EnableDiskCloneHint(s.provider.Name))
 			return stop(r.retryLater(), nil)
+		}
+		if clone {
+			spec.StorageDomainID = sd.ID
+			spec.TemplateDisks = tpl.Disks
 		}
 	}
 

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/capov/capov/pkg/storagerule"
 )
 
 // Gate is the name of a feature gate as written in --feature-gates.
@@ -183,14 +185,7 @@ func Usage() string {
 // OVirtMachine's (or OVirtMachineTemplate's) spec.diskclone, else its OVirtProvider's, else the
 // disk-clone gate. The manager sends the result to oVirt; the webhook defaults with it.
 func (g Gates) DiskCloneFor(machine, provider *bool) bool {
-	switch {
-	case machine != nil:
-		return *machine
-	case provider != nil:
-		return *provider
-	default:
-		return g.DiskClone
-	}
+	return *storagerule.Clone(machine, provider, true, g.DiskClone)
 }
 
 // EnableDiskCloneHint names the three ways to turn disk cloning on (product doc §6), for the

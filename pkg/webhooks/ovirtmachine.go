@@ -113,7 +113,7 @@ func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVi
 	}
 	clone := ResolveDiskClone(m.Spec.DiskClone, provider, w.Gates)
 	path := field.NewPath("spec")
-	errs := ValidateVMSpec(&m.Spec.OVirtVMSpec, path, clone)
+	errs := ValidateVMSpec(&m.Spec.OVirtVMSpec, path)
 	errs = append(errs, validateProviderID(path.Child("providerID"), m.Spec.ProviderID)...)
 	access, err := checkProviderAccess(ctx, w.Reader, provider, m.Namespace, path.Child("provider"))
 	if err != nil {
@@ -125,7 +125,8 @@ func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVi
 		return nil, err
 	}
 	errs = append(errs, fd...)
-	warnings := append(providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), fdWarnings...)
+	warnings := append(providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), storageDomainWarnings(&m.Spec.OVirtVMSpec, path, clone)...)
+	warnings = append(warnings, fdWarnings...)
 	return warnings, invalid("OVirtMachine", m.Name, errs)
 }
 
@@ -206,16 +207,16 @@ func validateProviderID(path *field.Path, v string) field.ErrorList {
 
 // providerWarnings are the findings about the OVirtProvider of a VM spec that must not block
 // admission: GitOps applies objects in any order, so a provider may appear after its machines.
-func providerWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, clone bool, gates featuregates.Gates) admission.Warnings {
+func providerWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, clone *bool, gates featuregates.Gates) admission.Warnings {
 	if strings.TrimSpace(spec.Provider) == "" {
 		return nil
 	}
 	if provider == nil {
-		return admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: an empty spec.diskclone defaults to the disk-clone feature gate (%t) "+
-			"and the provider's diskclone and storagedomainname are not applied; create the OVirtProvider first, "+
-			"or set spec.diskclone explicitly (the manager waits for the provider before it creates the VM)", spec.Provider, gates.DiskClone)}
+		return admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: the manager waits for it before it creates the VM, and then resolves "+
+			"an empty spec.diskclone from the provider's diskclone, else the disk-clone feature gate (now %t), and an empty spec.storagedomainname from the provider's",
+			spec.Provider, gates.DiskClone)}
 	}
-	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !clone {
+	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !ptr.Deref(clone, true) {
 		return admission.Warnings{fmt.Sprintf("OVirtProvider %s sets storagedomainname %s, but diskclone resolves to false here: "+
 			"the VM can only be created if %s is the template's storage domain (otherwise MachineCreated reports StorageDomainRequiresClone); "+
 			"to place the disks in %s, %s", provider.Name, sd, sd, sd, featuregates.EnableDiskCloneHint(provider.Name))}

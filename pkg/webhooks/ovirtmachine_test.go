@@ -37,7 +37,6 @@ func TestOVirtMachineDefault(t *testing.T) {
 		{"a create takes diskclone and the storage domain from a cloning provider", cloning, featuregates.Gates{}, machine(), true, "fast-ssd"},
 		{"a create takes diskclone from the gate and leaves the provider's storage domain without cloning", thin, featuregates.Gates{}, machine(), false, ""},
 		{"a create with the gate on takes the provider's storage domain", thin, featuregates.Gates{DiskClone: true}, machine(), true, "fast-ssd"},
-		{"a create whose provider does not exist takes diskclone from the gate only", nil, featuregates.Gates{DiskClone: true}, machine(), true, ""},
 		{"a create keeps an explicit diskclone false", cloning, featuregates.Gates{}, machine(func(m *infrav1.OVirtMachine) { m.Spec.DiskClone = ptr.To(false) }), false, ""},
 	}
 	for _, tt := range tests {
@@ -52,6 +51,16 @@ func TestOVirtMachineDefault(t *testing.T) {
 			g.Expect(tt.obj.Spec.StorageDomainName).To(Equal(tt.wantSD))
 		})
 	}
+	// Issue 33 (3): applied before its provider (GitOps applies everything at once), a machine
+	// keeps an empty diskclone; the gate is not written into it for good.
+	t.Run("a create whose provider does not exist leaves diskclone to the manager", func(t *testing.T) {
+		g := NewWithT(t)
+		m := machine()
+		w := &OVirtMachineWebhook{Reader: readerWith(), Gates: featuregates.Gates{DiskClone: true}}
+		g.Expect(w.Default(context.Background(), m)).To(Succeed())
+		g.Expect(m.Spec.DiskClone).To(BeNil())
+		g.Expect(m.Spec.StorageDomainName).To(BeEmpty())
+	})
 }
 
 func TestOVirtMachineDefaultOnUpdate(t *testing.T) {
@@ -111,12 +120,19 @@ func TestOVirtMachineValidateCreate(t *testing.T) {
 		{"a valid machine of an existing provider is admitted without warnings", provider("ovirt-prod"), featuregates.Gates{}, machine(), nil, nil},
 		{"a storage domain is admitted when the provider clones", cloning, featuregates.Gates{}, machine(sd), nil, nil},
 		{"a storage domain is admitted when the gate clones", provider("ovirt-prod"), featuregates.Gates{DiskClone: true}, machine(sd), nil, nil},
-		{"a storage domain without cloning is refused with the three ways to enable it", provider("ovirt-prod"), featuregates.Gates{}, machine(sd),
-			[]string{"spec.storagedomainname: Invalid value: \"fast-ssd\"", "set spec.diskclone: true on OVirtProvider ovirt-prod", "customvalues.featureGates.disk-clone: true"}, nil},
+		{"a storage domain without cloning is admitted with a warning naming the three ways to enable it (only the Engine knows whether the template's disks are there)",
+			provider("ovirt-prod"), featuregates.Gates{}, machine(sd), nil,
+			[]string{"spec.storagedomainname fast-ssd: diskclone resolves to false, so the disks stay where the template's are: the VM can be created only if fast-ssd holds a copy of every template disk " +
+				"(the manager checks it in oVirt; otherwise MachineCreated reports StorageDomainRequiresClone); to place the disks in fast-ssd whatever the template, " +
+				"set spec.diskclone: true on the OVirtMachine/OVirtMachineTemplate (the node group's Clone disk = Yes), set spec.diskclone: true on OVirtProvider ovirt-prod, " +
+				"or enable the disk-clone feature gate of shturval-capov (customvalues.featureGates.disk-clone: true); or remove storagedomainname"}},
 		{"an explicit diskclone false wins over a cloning provider", cloning, featuregates.Gates{}, machine(sd, func(m *infrav1.OVirtMachine) { m.Spec.DiskClone = ptr.To(false) }),
-			[]string{"spec.storagedomainname"}, nil},
+			nil, []string{"spec.storagedomainname fast-ssd: diskclone resolves to false"}},
 		{"a missing provider is admitted with a warning", nil, featuregates.Gates{}, machine(), nil,
-			[]string{"OVirtProvider ovirt-prod does not exist yet: an empty spec.diskclone defaults to the disk-clone feature gate (false)"}},
+			[]string{"OVirtProvider ovirt-prod does not exist yet: the manager waits for it before it creates the VM, and then resolves an empty spec.diskclone from the provider's diskclone, " +
+				"else the disk-clone feature gate (now false), and an empty spec.storagedomainname from the provider's"}},
+		{"a storage domain with a missing provider is admitted: the provider may clone", nil, featuregates.Gates{}, machine(sd), nil,
+			[]string{"OVirtProvider ovirt-prod does not exist yet"}},
 		{"a provider storage domain that cloning cannot use is a warning", thinSD, featuregates.Gates{}, machine(), nil,
 			[]string{"OVirtProvider ovirt-prod sets storagedomainname fast-ssd, but diskclone resolves to false here"}},
 		{"a providerID carried over by clusterctl move is admitted", provider("ovirt-prod"), featuregates.Gates{}, machine(withProviderID(vmUUID)), nil, nil},

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/topology"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,41 +83,41 @@ func (w *OVirtMachineTemplateWebhook) validateSpec(ctx context.Context, t *infra
 	}
 	clone := ResolveDiskClone(spec.DiskClone, provider, w.Gates)
 	path := field.NewPath("spec", "template", "spec")
-	errs := ValidateVMSpec(spec, path, clone)
+	errs := ValidateVMSpec(spec, path)
 	access, err := checkProviderAccess(ctx, w.Reader, provider, t.Namespace, path.Child("provider"))
 	if err != nil {
 		return nil, err
 	}
 	errs = append(errs, access...)
-	return templateWarnings(spec, provider, clone, w.Gates), invalid("OVirtMachineTemplate", t.Name, errs)
+	return append(templateWarnings(spec, provider, clone, w.Gates), storageDomainWarnings(spec, path, clone)...), invalid("OVirtMachineTemplate", t.Name, errs)
 }
 
 // templateWarnings are providerWarnings worded for a template, whose diskclone is resolved again
 // for each new machine, plus a warning when spec.template.spec.storagedomainname is admitted only
 // because the provider's diskclone or the disk-clone gate turns cloning on: if either changes,
 // the template's new machines are refused (by the OVirtMachine validator) until it changes back.
-func templateWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, clone bool, gates featuregates.Gates) admission.Warnings {
+func templateWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, clone *bool, gates featuregates.Gates) admission.Warnings {
 	if strings.TrimSpace(spec.Provider) == "" {
 		return nil
 	}
 	if provider == nil {
-		return admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: spec.template.spec is checked against the disk-clone feature gate (%t) only; "+
-			"each new machine of this template resolves an empty diskclone and storagedomainname when it is created, from the OVirtProvider and the gate in force then "+
-			"(the manager waits for the provider before it creates the VM); create the OVirtProvider before the machines", spec.Provider, gates.DiskClone)}
+		return admission.Warnings{fmt.Sprintf("OVirtProvider %s does not exist yet: "+
+			"each new machine of this template resolves an empty diskclone and storagedomainname when its VM is created, from the OVirtProvider, else the disk-clone feature gate (now %t) "+
+			"(the manager waits for the provider before it creates the VM)", spec.Provider, gates.DiskClone)}
 	}
 	var warnings admission.Warnings
-	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !clone {
+	if sd := provider.Spec.StorageDomainName; sd != "" && spec.StorageDomainName == "" && !ptr.Deref(clone, true) {
 		warnings = append(warnings, fmt.Sprintf("OVirtProvider %s sets storagedomainname %s, but diskclone resolves to false for this template now: "+
 			"its new machines can only be created if %s is the template's storage domain (otherwise MachineCreated reports StorageDomainRequiresClone); "+
 			"to place the disks in %s, %s", provider.Name, sd, sd, sd, featuregates.EnableDiskCloneHint(provider.Name)))
 	}
-	if spec.StorageDomainName != "" && spec.DiskClone == nil && clone {
+	if spec.StorageDomainName != "" && spec.DiskClone == nil && ptr.Deref(clone, false) {
 		source := "the disk-clone feature gate is on and OVirtProvider " + provider.Name + " leaves diskclone empty"
 		if provider.Spec.DiskClone != nil {
 			source = "OVirtProvider " + provider.Name + " sets diskclone: true"
 		}
 		warnings = append(warnings, fmt.Sprintf("spec.template.spec.storagedomainname %s requires disk cloning and spec.template.spec.diskclone is empty (Default): "+
-			"it is admitted only because %s; each new machine of this template resolves diskclone when it is created, and is refused if cloning is off then; "+
+			"it works only because %s; each new machine of this template resolves diskclone when it is created, and if cloning is off then, its VM is created only if that domain holds a copy of every template disk (otherwise MachineCreated reports StorageDomainRequiresClone); "+
 			"to keep this template usable whatever the provider and the gate say, set spec.template.spec.diskclone: true (in a new OVirtMachineTemplate: templates cannot change)",
 			spec.StorageDomainName, source))
 	}

@@ -108,9 +108,9 @@ func TestOVirtMachineTemplateValidateCreate(t *testing.T) {
 		wantWarnings int
 	}{
 		{"the product doc example is admitted", provider("ovirt-prod"), machineTemplate(), nil, 0},
-		{"a storage domain without cloning is refused under spec.template.spec", provider("ovirt-prod"),
+		{"a storage domain without cloning is admitted with a warning under spec.template.spec (only the Engine knows whether the template's disks are there)", provider("ovirt-prod"),
 			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
-			[]string{"spec.template.spec.storagedomainname: Invalid value: \"fast-ssd\"", "set spec.diskclone: true on OVirtProvider ovirt-prod"}, 0},
+			nil, 1},
 		{"an OS disk above 65536 GiB is refused under spec.template.spec", provider("ovirt-prod"),
 			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.OSDiskSizeGB = 100000 }),
 			[]string{"spec.template.spec.osdisksizegb: Invalid value: 100000"}, 0},
@@ -128,10 +128,10 @@ func TestOVirtMachineTemplateValidateCreate(t *testing.T) {
 			machineTemplate(func(t *infrav1.OVirtMachineTemplate) {
 				t.Spec.Template.Spec.StorageDomainName, t.Spec.Template.Spec.DiskClone = "fast-ssd", ptr.To(true)
 			}), nil, 0},
-		{"a storage domain is refused when the provider's No wins over the template's Default",
+		{"a storage domain is a warning when the provider's No wins over the template's Default",
 			provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(false) }),
 			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
-			[]string{"spec.template.spec.storagedomainname: Invalid value: \"fast-ssd\"", "diskclone resolves to false"}, 0},
+			nil, 1},
 		{"a template in a namespace its provider allows is admitted", provider("ovirt-prod", allowing([]string{"team-a"}, map[string]string{"env": "prod"})),
 			machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Namespace = "team-b" }), nil, 0},
 		{"a template in a namespace its provider does not allow is refused under spec.template.spec", provider("ovirt-prod", allowing([]string{"team-a"}, nil)),
@@ -227,9 +227,9 @@ func TestOVirtMachineTemplateWarnsWhenTheStorageDomainHoldsOnlyThroughTheProvide
 		want     string
 	}{
 		{"the provider's diskclone is named", provider("ovirt-prod", func(p *infrav1.OVirtProvider) { p.Spec.DiskClone = ptr.To(true) }), featuregates.Gates{},
-			"it is admitted only because OVirtProvider ovirt-prod sets diskclone: true"},
+			"it works only because OVirtProvider ovirt-prod sets diskclone: true"},
 		{"the gate is named", provider("ovirt-prod"), featuregates.Gates{DiskClone: true},
-			"it is admitted only because the disk-clone feature gate is on and OVirtProvider ovirt-prod leaves diskclone empty"},
+			"it works only because the disk-clone feature gate is on and OVirtProvider ovirt-prod leaves diskclone empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

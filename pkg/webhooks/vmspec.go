@@ -6,9 +6,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
+	"github.com/capov/capov/pkg/storagerule"
 )
 
 // Bounds of the VM spec that the API package does not name.
@@ -23,37 +25,52 @@ const (
 var vmTypes = []string{string(infrav1.VMTypeServer), string(infrav1.VMTypeDesktop), string(infrav1.VMTypeHighPerformance)}
 
 // ResolveDiskClone decides whether the template disks of a new VM are cloned, in the order of
-// product doc §6: the machine's (or template's) spec.diskclone, else the OVirtProvider's
-// spec.diskclone, else the disk-clone feature gate. provider may be nil (not found). It mirrors
-// the manager's resolution, so that what admission checks is what the manager will do.
-func ResolveDiskClone(machine *bool, provider *infrav1.OVirtProvider, gates featuregates.Gates) bool {
+// product doc §6 (storagerule.Clone): the machine's (or template's) diskclone, else the
+// OVirtProvider's, else the disk-clone gate. nil while the provider does not exist and the
+// machine leaves diskclone empty: the manager resolves it when it creates the VM, so that the
+// order holds whatever order the objects are applied in.
+func ResolveDiskClone(machine *bool, provider *infrav1.OVirtProvider, gates featuregates.Gates) *bool {
 	var fromProvider *bool
 	if provider != nil {
 		fromProvider = provider.Spec.DiskClone
 	}
-	return gates.DiskCloneFor(machine, fromProvider)
+	return storagerule.Clone(machine, fromProvider, provider != nil, gates.DiskClone)
 }
 
 // DefaultVMSpec fills the create-time defaults of an OVirtMachine spec: spec.diskclone gets the
 // resolved clone mode when it is empty, and spec.storagedomainname gets the provider's storage
 // domain when it is empty, the provider names one and the resolved clone mode is true. provider
-// is nil when the OVirtProvider does not exist (yet): then only diskclone is defaulted, from the
-// gate. It runs when the machine is created, which is when its node is created: an
-// OVirtMachineTemplate is never defaulted, so that a group left at Default follows the provider
-// and the gate in force when each of its machines is created (product doc §6).
+// is nil when the OVirtProvider does not exist (yet): then nothing is defaulted, and the manager
+// resolves both from the provider when it creates the VM. It runs when the machine is created,
+// which is when its node is created: an OVirtMachineTemplate is never defaulted, so that a group
+// left at Default follows the provider and the gate in force when each of its machines is
+// created (product doc §6).
 //
-// A provider storage domain is not copied when cloning is off: another domain requires cloning,
-// so copying it would make every machine of such a provider inadmissible. The manager still
-// resolves the provider's domain for such a machine and reports StorageDomainRequiresClone unless
-// the template's disks have a copy there; the validator warns about it.
+// A provider storage domain is not copied when cloning is off: without cloning the disks stay
+// where the template's are. The manager still resolves the provider's domain for such a machine
+// and reports StorageDomainRequiresClone unless the template's disks have a copy there; the
+// validator warns about it.
 func DefaultVMSpec(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider, gates featuregates.Gates) {
 	clone := ResolveDiskClone(spec.DiskClone, provider, gates)
-	if spec.DiskClone == nil {
-		spec.DiskClone = ptr.To(clone)
+	if spec.DiskClone == nil && clone != nil {
+		spec.DiskClone = ptr.To(*clone)
 	}
-	if spec.StorageDomainName == "" && clone && provider != nil && provider.Spec.StorageDomainName != "" {
+	if spec.StorageDomainName == "" && ptr.Deref(clone, false) && provider != nil && provider.Spec.StorageDomainName != "" {
 		spec.StorageDomainName = provider.Spec.StorageDomainName
 	}
+}
+
+// storageDomainWarnings are the findings of storagerule about spec.storagedomainname that
+// admission cannot decide (path is the spec's): without cloning, a storage domain works only if
+// it holds a copy of every template disk, which only the Engine knows; the manager decides.
+func storageDomainWarnings(spec *infrav1.OVirtVMSpec, path *field.Path, clone *bool) admission.Warnings {
+	if spec.StorageDomainName == "" || clone == nil || storagerule.Decide(spec.StorageDomainName, clone, nil) != storagerule.Undecided {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("%s %s: diskclone resolves to false, so the disks stay where the template's are: "+
+		"the VM can be created only if %s holds a copy of every template disk (the manager checks it in oVirt; otherwise MachineCreated reports StorageDomainRequiresClone); "+
+		"to place the disks in %s whatever the template, %s; or remove storagedomainname",
+		path.Child("storagedomainname"), spec.StorageDomainName, spec.StorageDomainName, spec.StorageDomainName, featuregates.EnableDiskCloneHint(spec.Provider))}
 }
 
 // KeepCreateDefaults carries the values DefaultVMSpec wrote at create time (for templates: wrote
@@ -70,9 +87,9 @@ func KeepCreateDefaults(newSpec, oldSpec *infrav1.OVirtVMSpec) {
 }
 
 // ValidateVMSpec checks the VM part of an OVirtMachine (path "spec") or OVirtMachineTemplate
-// (path "spec.template.spec"). resolvedClone is the clone mode ResolveDiskClone gives for it.
-// Each error carries the full path and how to fix the value.
-func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path, resolvedClone bool) field.ErrorList {
+// (path "spec.template.spec"), what can be decided without the Engine (storagedomainname is not:
+// storageDomainWarnings). Each error carries the full path and how to fix the value.
+func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if strings.TrimSpace(spec.Provider) == "" {
 		errs = append(errs, field.Required(path.Child("provider"),
@@ -85,13 +102,6 @@ func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path, resolvedClone b
 	if strings.TrimSpace(spec.Template) == "" {
 		errs = append(errs, field.Required(path.Child("template"),
 			"set the oVirt VM template to create the VM from, e.g. template: rhcos-4.14"))
-	}
-	if spec.StorageDomainName != "" && !resolvedClone {
-		errs = append(errs, field.Invalid(path.Child("storagedomainname"), spec.StorageDomainName,
-			"a storage domain other than the template's requires disk cloning, but diskclone resolves to false; to enable cloning, "+
-				featuregates.EnableDiskCloneHint(spec.Provider)+
-				" (an explicit diskclone: false in the manifest wins over the provider and the gate); "+
-				"or remove storagedomainname to keep the disks in the template's storage domain"))
 	}
 	if spec.OSDiskSizeGB < 0 || spec.OSDiskSizeGB > infrav1.MaxOSDiskSizeGB {
 		errs = append(errs, field.Invalid(path.Child("osdisksizegb"), spec.OSDiskSizeGB,

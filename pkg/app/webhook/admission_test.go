@@ -280,18 +280,14 @@ func TestOVirtMachineAdmission(t *testing.T) {
 		{"a machine of a cloning provider gets diskclone true and the provider's storage domain", newMachine(cloning), nil, nil, true, "fast-ssd"},
 		{"a machine of a provider without diskclone gets the gate's false and no storage domain, with a warning", newMachine(thin), nil,
 			[]string{fmt.Sprintf("OVirtProvider %s sets storagedomainname fast-ssd, but diskclone resolves to false here", thin)}, false, ""},
-		{"a machine whose provider does not exist yet is admitted with a warning and the gate's diskclone", newMachine("not-yet-there"), nil,
-			[]string{"OVirtProvider not-yet-there does not exist yet: an empty spec.diskclone defaults to the disk-clone feature gate (false)"}, false, ""},
 		{"an explicit diskclone false wins over the provider, with a warning about its storage domain", newMachine(cloning, func(m *infrav1.OVirtMachine) { m.Spec.DiskClone = ptr.To(false) }), nil,
 			[]string{fmt.Sprintf("OVirtProvider %s sets storagedomainname fast-ssd, but diskclone resolves to false here", cloning)}, false, ""},
 		{"a storage domain with an explicit diskclone true is admitted", newMachine(plain, func(m *infrav1.OVirtMachine) {
 			m.Spec.StorageDomainName, m.Spec.DiskClone = "fast-ssd", ptr.To(true)
 		}), nil, nil, true, "fast-ssd"},
-		{"a storage domain without cloning is refused with the three ways to enable it", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.StorageDomainName = "fast-ssd" }),
-			[]string{`spec.storagedomainname: Invalid value: "fast-ssd": a storage domain other than the template's requires disk cloning`,
-				"set spec.diskclone: true on the OVirtMachine/OVirtMachineTemplate (the node group's Clone disk = Yes)",
-				"set spec.diskclone: true on OVirtProvider " + plain,
-				"enable the disk-clone feature gate of shturval-capov (customvalues.featureGates.disk-clone: true)"}, nil, false, ""},
+		{"a storage domain without cloning is admitted with a warning naming the three ways to enable it (only the Engine knows the template's disks)",
+			newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.StorageDomainName = "fast-ssd" }), nil,
+			[]string{"spec.storagedomainname fast-ssd: diskclone resolves to false, so the disks stay where the template's are"}, false, "fast-ssd"},
 		{"a blank vNIC profile is refused by the webhook", newMachine(plain, func(m *infrav1.OVirtMachine) {
 			m.Spec.NICs = append(m.Spec.NICs, infrav1.NIC{VnicProfile: " "})
 		}), []string{"spec.nics[1].vnicprofile: Required value: set the name of the oVirt vNIC profile"}, nil, false, ""},
@@ -328,13 +324,28 @@ func TestOVirtMachineAdmission(t *testing.T) {
 			g.Expect(got.Spec.StorageDomainName).To(Equal(tt.wantSD))
 		})
 	}
+	// Issue 33 (3): GitOps applies the machine before its provider; the gate is not written into
+	// it for good: the manager resolves group -> provider -> gate when it creates the VM.
+	t.Run("a machine whose provider does not exist yet is admitted with a warning and diskclone left to the manager", func(t *testing.T) {
+		g := NewWithT(t)
+		c, rec := newClient(t)
+		m := newMachine("not-yet-there")
+		err := c.Create(context.Background(), m)
+		expectResult(g, err, rec.take(), nil, []string{"OVirtProvider not-yet-there does not exist yet: the manager waits for it before it creates the VM"})
+		got := &infrav1.OVirtMachine{}
+		g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(m), got)).To(Succeed())
+		g.Expect(got.Spec.DiskClone).To(BeNil())
+		g.Expect(got.Spec.StorageDomainName).To(BeEmpty())
+	})
 }
 
 func TestOVirtMachineSpecIsImmutableExceptProviderIDOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c, _ := newClient(t)
-	m := newMachine(uniqueName("any-prov"))
+	prov := uniqueName("any-prov")
+	createProviders(t, newProvider(prov))
+	m := newMachine(prov)
 	g.Expect(c.Create(ctx, m)).To(Succeed())
 
 	changed := m.DeepCopy()
@@ -375,7 +386,9 @@ func TestClearFailureWithThePlainKubectlPatch(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c, _ := newClient(t)
-	m := newMachine(uniqueName("any-prov"))
+	prov := uniqueName("any-prov")
+	createProviders(t, newProvider(prov))
+	m := newMachine(prov)
 	g.Expect(c.Create(ctx, m)).To(Succeed())
 	m.Status.Deprecated = &infrav1.DeprecatedStatus{V1Beta1: &infrav1.V1Beta1DeprecatedStatus{
 		FailureReason:  ptr.To(string(infrav1beta1.OVirtEngineConnectionCriticalFailure)),
@@ -424,9 +437,9 @@ func TestOVirtMachineTemplateAdmission(t *testing.T) {
 	g.Expect(tpl.Spec.Template.Spec.DiskClone).To(BeNil())
 	g.Expect(tpl.Spec.Template.Spec.StorageDomainName).To(BeEmpty())
 
-	bad := newTemplate(plain, func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" })
-	err := c.Create(ctx, bad)
-	expectResult(g, err, rec.take(), []string{`spec.template.spec.storagedomainname: Invalid value: "fast-ssd"`, "set spec.diskclone: true on OVirtProvider " + plain}, nil)
+	warned := newTemplate(plain, func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" })
+	g.Expect(c.Create(ctx, warned)).To(Succeed())
+	g.Expect(rec.take()).To(ConsistOf(ContainSubstring("spec.template.spec.storagedomainname fast-ssd: diskclone resolves to false")))
 
 	missing := newTemplate("no-such-provider")
 	g.Expect(c.Create(ctx, missing)).To(Succeed())
@@ -434,7 +447,7 @@ func TestOVirtMachineTemplateAdmission(t *testing.T) {
 
 	changed := tpl.DeepCopy()
 	changed.Spec.Template.Spec.OSDiskSizeGB = 120
-	err = c.Update(ctx, changed)
+	err := c.Update(ctx, changed)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
 	g.Expect(err.Error()).To(ContainSubstring("spec.template.spec.osdisksizegb: Forbidden: an OVirtMachineTemplate cannot change: create a new OVirtMachineTemplate"))
 

@@ -312,17 +312,15 @@ func TestV1Beta1UpdatesKeepTheV1Beta2OnlyData(t *testing.T) {
 func TestV1Beta1RequestsGetTheSameAnswers(t *testing.T) {
 	plain := uniqueName("plain-prov")
 	createProviders(t, newProvider(plain))
-	storageDomain := func(m *infrav1.OVirtMachine) { m.Spec.StorageDomainName = "fast-ssd" }
 	tests := []struct {
 		name    string
 		hub     client.Object
 		wantErr string
 	}{
-		{"a storage domain without cloning", newMachine(plain, storageDomain), "a storage domain other than the template's requires disk cloning"},
 		{"a malformed providerID", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.ProviderID = "vsphere://42" }), `spec.providerID: Invalid value: "vsphere://42"`},
 		{"a blank vNIC profile", newMachine(plain, func(m *infrav1.OVirtMachine) { m.Spec.NICs = append(m.Spec.NICs, infrav1.NIC{VnicProfile: " "}) }), "spec.nics[1].vnicprofile: Required value"},
-		{"a template with a storage domain without cloning", newTemplate(plain, func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.StorageDomainName = "fast-ssd" }),
-			"spec.template.spec.storagedomainname"},
+		{"a template with an OS disk too large", newTemplate(plain, func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.OSDiskSizeGB = 100000 }),
+			"spec.template.spec.osdisksizegb: Invalid value: 100000"},
 		{"an http engine", newProvider(uniqueName("prov"), func(p *infrav1.OVirtProvider) { p.Spec.Engine = "http://ovirt.example.com/ovirt-engine/api" }),
 			"uses http, which would send the oVirt password in clear text, and is refused"},
 		{"a cluster endpoint host with a scheme", &infrav1.OVirtCluster{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("cluster"), Namespace: "default"},
