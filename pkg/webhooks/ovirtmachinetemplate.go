@@ -118,18 +118,26 @@ func templateWarnings(spec *infrav1.OVirtVMSpec, provider *infrav1.OVirtProvider
 		}
 		warnings = append(warnings, fmt.Sprintf("spec.template.spec.storagedomainname %s requires disk cloning and spec.template.spec.diskclone is empty (Default): "+
 			"it works only because %s; each new machine of this template resolves diskclone when it is created, and if cloning is off then, its VM is created only if that domain holds a copy of every template disk (otherwise MachineCreated reports StorageDomainRequiresClone); "+
-			"to keep this template usable whatever the provider and the gate say, set spec.template.spec.diskclone: true (in a new OVirtMachineTemplate: templates cannot change)",
+			"to keep this template usable whatever the provider and the gate say, set spec.template.spec.diskclone: true (it may change in place)",
 			spec.StorageDomainName, source))
 	}
 	return warnings
 }
 
-// ValidateUpdate refuses every change of the spec: Cluster API rolls machines out by pointing
-// at a new template, and a changed template would make existing machines differ from it
-// silently. Cluster API's topology controller sends server-side-apply dry-run requests with the
-// topology.cluster.x-k8s.io/dry-run annotation to compute its diffs; those are exempt from
-// immutability (they change nothing), as the InfraMachineTemplate contract asks, but their spec
-// is still validated.
+// inPlaceFields are the fields of spec.template.spec that may change in place (product doc §6:
+// Clone disk and the Storage Domain of a node group, "in a cluster that is already running",
+// "VMs that already exist are not changed. New nodes are created with the mode you selected").
+// Nothing is rolled out: a MachineDeployment or KubeadmControlPlane rolls out only when its
+// infrastructureRef changes, and each new OVirtMachine copies the template as it is then.
+var inPlaceFields = map[string]bool{"spec.template.spec.diskclone": true, "spec.template.spec.storagedomainname": true}
+
+// ValidateUpdate refuses every change of the spec except spec.template.spec.diskclone and
+// spec.template.spec.storagedomainname (inPlaceFields), which are checked with the rules of a
+// create: Cluster API rolls machines out by pointing at a new template, and any other change
+// would make existing machines differ from their template silently. Cluster API's topology
+// controller sends server-side-apply dry-run requests with the topology.cluster.x-k8s.io/dry-run
+// annotation to compute its diffs; those are exempt from immutability (they change nothing), as
+// the InfraMachineTemplate contract asks, but their spec is still validated.
 func (w *OVirtMachineTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, t *infrav1.OVirtMachineTemplate) (admission.Warnings, error) {
 	if equality.Semantic.DeepEqual(oldT.Spec, t.Spec) {
 		return nil, nil
@@ -157,12 +165,29 @@ func (w *OVirtMachineTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, 
 	if len(changed) == 0 {
 		changed = append(changed, field.NewPath("spec")) // a field outside spec.template
 	}
+	var inPlace []string
 	for _, p := range changed {
+		if inPlaceFields[p.String()] {
+			inPlace = append(inPlace, p.String())
+			continue
+		}
 		errs = append(errs, field.Forbidden(p,
-			"an OVirtMachineTemplate cannot change: create a new OVirtMachineTemplate with the change and point "+
+			"an OVirtMachineTemplate cannot change, except spec.template.spec.diskclone and spec.template.spec.storagedomainname: "+
+				"create a new OVirtMachineTemplate with the change and point "+
 				"the MachineDeployment or KubeadmControlPlane spec.template.spec.infrastructureRef at it (Cluster API then rolls the machines)"))
 	}
-	return nil, invalid("OVirtMachineTemplate", t.Name, errs)
+	if len(errs) > 0 {
+		return nil, invalid("OVirtMachineTemplate", t.Name, errs)
+	}
+	// Only the in-place fields changed: the rules of a create apply to the new spec.
+	warnings, err := w.validateSpec(ctx, t)
+	if err != nil {
+		return warnings, err
+	}
+	return append(warnings, fmt.Sprintf("%s changed in place: machines that exist and their VMs are not changed, nothing is rolled out; "+
+		"new machines of this template use the new value. In a cluster whose templates come from a ClusterClass, the topology controller "+
+		"puts its own template back (a change there rolls the group out): change the OVirtProvider's diskclone or storagedomainname instead "+
+		"(docs/operations.md, \"Clone disk and storage domain of a running group\")", strings.Join(inPlace, " and "))), nil
 }
 
 // ValidateDelete allows every deletion.

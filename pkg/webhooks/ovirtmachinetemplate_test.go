@@ -171,7 +171,16 @@ func TestOVirtMachineTemplateValidateUpdate(t *testing.T) {
 	}{
 		{"a metadata-only update is admitted", func(t *infrav1.OVirtMachineTemplate) { t.Labels = map[string]string{"a": "b"} }, false, nil},
 		{"a spec change is refused and says how to roll out", func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.Template = "rhcos-4.15" }, false,
-			[]string{"spec.template.spec.template: Forbidden: an OVirtMachineTemplate cannot change: create a new OVirtMachineTemplate"}},
+			[]string{"spec.template.spec.template: Forbidden: an OVirtMachineTemplate cannot change, except spec.template.spec.diskclone and spec.template.spec.storagedomainname: create a new OVirtMachineTemplate"}},
+		// Product doc §6: Clone disk and the storage domain of a running group (issue 33, item 2).
+		{"diskclone may change in place", func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.DiskClone = ptr.To(true) }, false, nil},
+		{"storagedomainname may change in place", func(t *infrav1.OVirtMachineTemplate) {
+			t.Spec.Template.Spec.DiskClone, t.Spec.Template.Spec.StorageDomainName = ptr.To(true), "fast-ssd"
+		}, false, nil},
+		{"an in-place change beside another change is refused for the other only", func(t *infrav1.OVirtMachineTemplate) {
+			t.Spec.Template.Spec.DiskClone = ptr.To(true)
+			t.Spec.Template.Spec.OSDiskSizeGB = 120
+		}, false, []string{"spec.template.spec.osdisksizegb: Forbidden"}},
 		{"a change of the machine metadata is refused", func(t *infrav1.OVirtMachineTemplate) {
 			t.Spec.Template.ObjectMeta.Labels = map[string]string{"node-role": "x"}
 		}, false, []string{"spec.template.metadata: Forbidden"}},
@@ -216,6 +225,25 @@ func TestOVirtMachineTemplateValidateUpdate(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an in-place change gets the rules of a create and says what it does", func(t *testing.T) {
+		g := NewWithT(t)
+		r := readerWith(provider("ovirt-prod"), provider("ovirt-restricted", allowing([]string{"team-a"}, nil)))
+		old := machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.DiskClone = ptr.To(false) })
+		obj := old.DeepCopy()
+		obj.Spec.Template.Spec.DiskClone = ptr.To(true)
+		ctx := admission.NewContextWithRequest(context.Background(), request(t, admissionv1.Update, obj, old, false))
+		warnings, err := (&OVirtMachineTemplateWebhook{Reader: r}).ValidateUpdate(ctx, old, obj)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(warnings).To(ContainElement(ContainSubstring("spec.template.spec.diskclone changed in place: machines that exist and their VMs are not changed, nothing is rolled out")))
+
+		// The provider no longer allows the template's namespace: refused, as a create would be.
+		restricted := machineTemplate(func(t *infrav1.OVirtMachineTemplate) { t.Spec.Template.Spec.Provider = "ovirt-restricted" })
+		changed := restricted.DeepCopy()
+		changed.Spec.Template.Spec.DiskClone = ptr.To(true)
+		ctx = admission.NewContextWithRequest(context.Background(), request(t, admissionv1.Update, changed, restricted, false))
+		_, err = (&OVirtMachineTemplateWebhook{Reader: r}).ValidateUpdate(ctx, restricted, changed)
+		g.Expect(err).To(MatchError(ContainSubstring("spec.template.spec.provider: Forbidden: OVirtProvider ovirt-restricted does not allow namespace default")))
+	})
 }
 
 func TestOVirtMachineTemplateWarnsWhenTheStorageDomainHoldsOnlyThroughTheProviderOrGate(t *testing.T) {

@@ -139,6 +139,37 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		expectRunning(ctx, "workers", 2)
 	})
 
+	It("changes Clone disk of a running group in place: nothing rolls out, new nodes use it (product doc §6)", func(ctx SpecContext) {
+		expectRunning(ctx, "workers", 2)
+		before := poolVMs("workers")
+		for name := range before {
+			vm, _ := stack.Sim.VMByName(name)
+			Expect(vm.Clone).To(BeFalse(), "the group is at Default and neither the provider nor the gate clones")
+		}
+		// The group's Clone disk = Yes, set on its InfraMachineTemplate as an operator does.
+		out, err := kubectl(ctx, "patch", "capovmt", "workers-b", "-n", ns, "--type=merge",
+			"-p", `{"spec":{"template":{"spec":{"diskclone":true}}}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("spec.template.spec.diskclone changed in place"), "kubectl prints the webhook's warning")
+		Expect(out).To(ContainSubstring("ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/workers-b patched"))
+		// Cluster API rolls nothing out: the MachineDeployment's template reference is unchanged.
+		Consistently(func() map[string]string { return poolVMs("workers") }, "5s", poll).Should(Equal(before))
+
+		scale(ctx, "workers", 3)
+		expectRunning(ctx, "workers", 3)
+		Eventually(func(g Gomega) {
+			vms := poolVMs("workers")
+			g.Expect(vms).To(HaveLen(3))
+			for name := range vms {
+				vm, _ := stack.Sim.VMByName(name)
+				_, existed := before[name]
+				g.Expect(vm.Clone).To(Equal(!existed), "VM %s: existing VMs are not changed, the new node clones", name)
+			}
+		}, wait, poll).Should(Succeed())
+		scale(ctx, "workers", 2)
+		expectRunning(ctx, "workers", 2)
+	})
+
 	It("shows CAPOV's reason on the CAPI Machine when a machine fails", func(ctx SpecContext) {
 		Expect(mgmt.Create(ctx, machineTemplate("broken", "no-such-template", 2))).To(Succeed())
 		Expect(mgmt.Create(ctx, machineDeployment("broken", "broken", 1))).To(Succeed())

@@ -449,7 +449,7 @@ func TestOVirtMachineTemplateAdmission(t *testing.T) {
 	changed.Spec.Template.Spec.OSDiskSizeGB = 120
 	err := c.Update(ctx, changed)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue())
-	g.Expect(err.Error()).To(ContainSubstring("spec.template.spec.osdisksizegb: Forbidden: an OVirtMachineTemplate cannot change: create a new OVirtMachineTemplate"))
+	g.Expect(err.Error()).To(ContainSubstring("spec.template.spec.osdisksizegb: Forbidden: an OVirtMachineTemplate cannot change, except spec.template.spec.diskclone and spec.template.spec.storagedomainname: create a new OVirtMachineTemplate"))
 
 	labelled := tpl.DeepCopy()
 	labelled.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "c1"}
