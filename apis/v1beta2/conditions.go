@@ -197,8 +197,8 @@ const (
 	DeletingReason = "Deleting"
 )
 
-// Failure reasons of the Ready condition. OVirtEngineConnectionCritical and VMDeletedOutOfBand
-// are terminal: Ready=False with the reason, the same value in
+// Failure reasons of the Ready condition. OVirtEngineConnectionCritical, VMDeletedOutOfBand,
+// DiskSmallerThanTemplate and NoOSDisk are terminal: Ready=False with the reason, the same value in
 // status.deprecated.v1beta1.failureReason (the v1beta1 status.failureReason), and no change in
 // oVirt until the failure is cleared by a patch (docs/api-versions.md, "Clearing a terminal
 // failure"). DuplicateVMs is Ready=False too but retried: it clears once the extra VMs are gone.
@@ -210,6 +210,13 @@ const (
 	// VMDeletedOutOfBandFailure: the VM was removed from oVirt behind CAPOV's back; Cluster API
 	// should replace the machine.
 	VMDeletedOutOfBandFailure = "VMDeletedOutOfBand"
+	// DiskSmallerThanTemplateFailure: spec.osdisksizegb is smaller than the template's OS disk,
+	// which cannot shrink; the spec cannot change, so retrying cannot help (product doc §5.4).
+	// Delete the Machine after pointing its group at a template with a large enough size.
+	DiskSmallerThanTemplateFailure = "DiskSmallerThanTemplate"
+	// NoOSDiskFailure: spec.osdisksizegb is set but the VM has no bootable disk from its
+	// template to resize; retrying cannot help.
+	NoOSDiskFailure = "NoOSDisk"
 	// DuplicateVMsFailure: several VMs carry the identity of this machine; remove the extra
 	// VMs in oVirt.
 	DuplicateVMsFailure = "DuplicateVMs"

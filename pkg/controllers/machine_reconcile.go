@@ -435,8 +435,10 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 	}
 	if want > 0 {
 		if osDisk == nil {
-			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.NoOSDiskReason, clusterv1.ConditionSeverityWarning,
-				"spec.osdisksizegb is %d but VM %s has no bootable disk from template %q to resize", om.Spec.OSDiskSizeGB, vm.ID, om.Spec.Template)
+			msg := fmt.Sprintf("spec.osdisksizegb is %d but VM %s has no bootable disk from template %q to resize", om.Spec.OSDiskSizeGB, vm.ID, om.Spec.Template)
+			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.NoOSDiskReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+			// Product doc §5.4: retrying cannot help, so it is a terminal failure.
+			setMachineFailure(om, infrav1.NoOSDiskFailure, msg)
 			return stop(ctrl.Result{}, reconcile.TerminalError(errors.New("no OS disk to resize")))
 		}
 		if want < osDisk.ProvisionedSize {
@@ -447,7 +449,9 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDiskTooSmall, "ResizeDisk", "%s", msg)
 			}
 			v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskSmallerThanTemplateReason, clusterv1.ConditionSeverityWarning, "%s", msg)
-			// The spec is immutable: retrying cannot help, so do not (no retry storm).
+			// The spec is immutable: retrying cannot help, so do not (no retry storm); product doc
+			// §5.4 makes it a terminal failure.
+			setMachineFailure(om, infrav1.DiskSmallerThanTemplateFailure, msg)
 			return stop(ctrl.Result{}, reconcile.TerminalError(errors.New(msg)))
 		}
 	}

@@ -122,6 +122,14 @@ func TestDiskSmallerThanTemplateStopsWithoutRetryStorm(t *testing.T) {
 		Reason: infrav1.DiskSmallerThanTemplateReason, Severity: clusterv1.ConditionSeverityWarning, Message: "16 GiB"})
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineDiskResizedCondition)).To(ContainSubstring("osdisksizegb >= 16"))
 	eventuallyEvent(t, om, "DiskSmallerThanTemplate")
+	// Product doc §5.4: a terminal failure, in both versions' places, and Ready says so.
+	failed := eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
+		reason, message := failureOf(om)
+		g.Expect(reason).To(HaveValue(Equal(infrav1.DiskSmallerThanTemplateFailure)))
+		g.Expect(message).To(HaveValue(ContainSubstring("osdisksizegb >= 16")))
+	})
+	g.Expect(failed.Status.FailureReason).To(HaveValue(Equal(infrav1.DiskSmallerThanTemplateFailure))) //nolint:staticcheck // the v1beta2 mirror
+	g.Expect(conditions.GetReason(failed, infrav1.ReadyCondition)).To(Equal(infrav1.DiskSmallerThanTemplateFailure))
 	vm, _ := sim.VMByName(om.Name)
 	g.Expect(vm.Status).To(Equal("down"), "the VM is not started with the wrong disk")
 	g.Expect(vm.Disks[0].SizeGB).To(BeEquivalentTo(16))
