@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	ctrlconversion "sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/featuregates"
 	"github.com/capov/capov/pkg/provideraccess"
@@ -49,6 +51,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.
 		return fmt.Errorf("registering the Namespace informer: %w", err)
 	}
 	reader := mgr.GetCache()
+	// A manifest with a value of the wrong type is answered by schema validation (typeerrors.go):
+	// these handlers are registered before the builders, which then skip their paths.
+	scheme, srv := mgr.GetScheme(), mgr.GetWebhookServer()
+	srv.Register("/convert", LenientConversion(scheme, ctrlconversion.NewWebhookHandler(scheme, mgr.GetConverterRegistry())))
+	machines := &OVirtMachineWebhook{Reader: reader, Clusters: mgr.GetAPIReader(), Gates: gates}
+	templates := &OVirtMachineTemplateWebhook{Reader: reader, Gates: gates}
+	machineGVK, templateGVK := infrav1.GroupVersion.WithKind("OVirtMachine"), infrav1.GroupVersion.WithKind("OVirtMachineTemplate")
+	srv.Register(mutatePath(machineGVK), defaulterWithTypeErrorsToSchema[*infrav1.OVirtMachine](scheme, machineGVK, machines))
+	srv.Register(mutatePath(templateGVK), defaulterWithTypeErrorsToSchema[*infrav1.OVirtMachineTemplate](scheme, templateGVK, templates))
 	if err := (&OVirtProviderWebhook{Reader: reader, Machines: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -58,10 +69,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, gates featuregates.
 	if err := (&OVirtClusterTemplateWebhook{}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&OVirtMachineWebhook{Reader: reader, Clusters: mgr.GetAPIReader(), Gates: gates}).SetupWithManager(mgr); err != nil {
+	if err := machines.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&OVirtMachineTemplateWebhook{Reader: reader, Gates: gates}).SetupWithManager(mgr)
+	return templates.SetupWithManager(mgr)
 }
 
 // invalid turns a non-empty error list into the Invalid status error the API server shows as
