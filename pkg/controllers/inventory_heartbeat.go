@@ -111,9 +111,15 @@ func (inv *Inventory) heartbeat(ctx context.Context, log logr.Logger, p *infrav1
 	}
 	inv.mu.Unlock()
 
+	// The line matters to a provider that removes orphans; one that only reports them gets it
+	// at V(2), not on every inventory.
+	failLog := log
+	if p.Spec.OrphanedVMs != infrav1.OrphanedVMsDelete {
+		failLog = log.V(2)
+	}
 	tag, err := inv.readHeartbeat(ctx, cl, st, name)
 	if err != nil {
-		log.Info("Cannot read the heartbeat tag in the Engine; orphans are not removed until it can be kept", "tag", name, "error", err.Error())
+		failLog.Info("Cannot read the heartbeat tag in the Engine; orphans are not removed until it can be kept", "tag", name, "error", err.Error())
 		return inv.heartbeatVerdict(p, st, false, fmt.Sprintf("the heartbeat tag %s cannot be read in the Engine (%v): orphans are removed only while it can be kept", name, err))
 	}
 	foreign := inv.foreignHeartbeat(st, tag)
@@ -126,7 +132,7 @@ func (inv *Inventory) heartbeat(ctx context.Context, log logr.Logger, p *infrav1
 	desc := fmt.Sprintf("capov heartbeat management-cluster=%s watch-filter=%s writer=%s seq=%d at=%s", inv.ManagementClusterID, inv.WatchFilterValue,
 		inv.heartbeatWriter, st.seq, inv.now().UTC().Format(time.RFC3339))
 	if err := inv.writeHeartbeat(ctx, cl, st, tag, name, desc); err != nil {
-		log.Info("Cannot write the heartbeat tag in the Engine; orphans are not removed until it can be kept", "tag", name, "error", err.Error())
+		failLog.Info("Cannot write the heartbeat tag in the Engine; orphans are not removed until it can be kept", "tag", name, "error", err.Error())
 		return inv.heartbeatVerdict(p, st, foreign, fmt.Sprintf("the heartbeat tag %s cannot be written in the Engine (%v): orphans are removed only while it can be kept "+
 			"(the Engine account needs permission to create and edit tags)", name, err))
 	}
