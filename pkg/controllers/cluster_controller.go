@@ -55,6 +55,9 @@ type OVirtClusterReconciler struct {
 	// checked again in oVirt (default 10 minutes); a change of the cluster's spec, providers or
 	// templates checks them at once.
 	CheckInterval time.Duration
+	// RetryInterval is how soon an affinity group the Engine refused or failed to create is
+	// tried again (the manager's --retry-interval; default 1 minute).
+	RetryInterval time.Duration
 	// WatchFilterValue limits reconciliation to labelled objects.
 	WatchFilterValue string
 	// ManagementClusterID is written into the owner marker of the affinity groups it creates

@@ -179,6 +179,17 @@ func (r *OVirtClusterReconciler) reconcilePlacement(ctx context.Context, oc *inf
 	if err := r.reconcileGroups(ctx, e, oc, st); err != nil {
 		return ctrl.Result{}, err
 	}
+	if v1beta1conditions.IsFalse(oc, infrav1.AffinityGroupsReadyCondition) {
+		// A group the Engine refused or failed to create is tried again: machines with Soft
+		// anti-affinity started without it and join it once it exists.
+		retry := r.RetryInterval
+		if retry <= 0 {
+			retry = time.Minute
+		}
+		if res.RequeueAfter == 0 || retry < res.RequeueAfter {
+			res.RequeueAfter = retry
+		}
+	}
 	return res, nil
 }
 

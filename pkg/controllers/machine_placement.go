@@ -23,8 +23,9 @@ import (
 
 // Event reasons of OVirtMachine about placement.
 const (
-	eventAffinityGroupJoined = "AffinityGroupJoined"
-	eventNoHost              = "NoHostForVM"
+	eventAffinityGroupJoined      = "AffinityGroupJoined"
+	eventAffinityGroupUnavailable = "AffinityGroupUnavailable"
+	eventNoHost                   = "NoHostForVM"
 )
 
 // ovirtCluster returns the OVirtCluster of the machine's Cluster (its infrastructureRef), nil
@@ -145,6 +146,20 @@ func (r *OVirtMachineReconciler) reconcileAffinity(ctx context.Context, s *machi
 		var groupID string
 		if g.managed {
 			rec, ok := findGroup(oc, g.role, om.Spec.Provider, placementCluster(om, oc))
+			if !ok && !g.enforcing && groupsFailed(oc) {
+				// Soft is best effort: a group the OVirtCluster could not create (the Engine
+				// refused it, for example an account without the permission) does not keep the
+				// VM from starting; it joins the group once it exists.
+				if firstStart {
+					msg := fmt.Sprintf("affinity group %s could not be created (OVirtCluster %s, AffinityGroupsReady: %s); anti-affinity Soft is best effort: "+
+						"the VM starts without it and joins it once it exists. If the Engine refused for lack of permission, the Engine account needs to create "+
+						"affinity groups in the VM's oVirt cluster (docs/operations.md, \"Anti-affinity\"), or set the policy to None",
+						g.name, oc.Name, v1beta1conditions.GetMessage(oc, infrav1.AffinityGroupsReadyCondition))
+					s.log.Info("Starting the VM without its Soft anti-affinity group", "group", g.name)
+					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventAffinityGroupUnavailable, "JoinAffinityGroup", "%s", msg)
+				}
+				continue
+			}
 			if !ok || rec.Enforcing != g.enforcing {
 				return wait(infrav1.WaitingForAffinityGroupReason, "waiting for the OVirtCluster to create affinity group %s before the VM first starts (see its AffinityGroupsReady condition)", g.name)
 			}
@@ -200,6 +215,16 @@ func (r *OVirtMachineReconciler) reconcileAffinity(ctx context.Context, s *machi
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventAffinityGroupJoined, "JoinAffinityGroup", "Added VM %s to affinity group %s", vm.ID, g.name)
 	}
 	return next()
+}
+
+// groupsFailed reports whether the OVirtCluster could not create or keep its affinity groups
+// (the Engine refused or failed), as opposed to not having got to them yet.
+func groupsFailed(oc *infrav1.OVirtCluster) bool {
+	if oc == nil || !v1beta1conditions.IsFalse(oc, infrav1.AffinityGroupsReadyCondition) {
+		return false
+	}
+	r := v1beta1conditions.GetReason(oc, infrav1.AffinityGroupsReadyCondition)
+	return r == infrav1.AffinityGroupFailedReason || r == infrav1.AffinityGroupNameTakenReason
 }
 
 // syncHostLabel puts the VM's host on the Machine as node.cluster.x-k8s.io/ovirt-host, which

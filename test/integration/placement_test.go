@@ -227,6 +227,32 @@ func TestThreeControlPlaneMachinesLandOnThreeHosts(t *testing.T) {
 	}, timeout, interval).Should(BeTrue(), "the OVirtCluster's finalizer drops once its groups are gone")
 }
 
+// TestSoftAntiAffinityIsBestEffortWhenItsGroupCannotBeCreated: the Engine refuses to create the
+// control-plane group (here a 403 as for an account without the permission; issue 33, item 6).
+// Soft is best effort: the control-plane VM starts without the group, with a Warning event
+// naming the problem and the OVirtCluster's AffinityGroupsReady=False; once the Engine creates
+// groups again, the running VM joins it. Before, the VM waited for the group forever.
+func TestSoftAntiAffinityIsBestEffortWhenItsGroupCannotBeCreated(t *testing.T) {
+	g := NewWithT(t)
+	t.Cleanup(func() { sim.SetFaults() })
+	sim.SetFaults(ovirtsim.FaultRule{Method: "POST", Path: "/clusters/{id}/affinitygroups", Status: 403,
+		Detail: "[User is not authorized to perform this action.]"})
+	tc := newPlacementCluster(t)
+	_, om := tc.newControlPlaneMachine(t, spreadCluster, "")
+	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
+	g.Expect(got.Status.AffinityGroups).To(BeEmpty())
+	g.Expect(eventuallyEvent(t, om, "AffinityGroupUnavailable")).To(And(ContainSubstring(controlPlaneGroupName(tc, spreadCluster)),
+		ContainSubstring("Soft is best effort")))
+	oc := tc.getOVirtCluster(g)
+	g.Expect(v1beta1conditions.GetReason(oc, infrav1.AffinityGroupsReadyCondition)).To(Equal(infrav1.AffinityGroupFailedReason), describeConditions(oc))
+
+	// The Engine lets the account create groups again: the group is created, the VM joins it.
+	sim.SetFaults()
+	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
+		g.Expect(om.Status.AffinityGroups).To(ConsistOf(controlPlaneGroupName(tc, spreadCluster)))
+	})
+}
+
 func TestSoftAntiAffinityStartsAThirdVMOnTwoHosts(t *testing.T) {
 	g := NewWithT(t)
 	tc := newPlacementCluster(t)

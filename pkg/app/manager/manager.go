@@ -184,7 +184,8 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	}
 	if err := (&controllers.OVirtClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
-		Recorder: mgr.GetEventRecorder("ovirtcluster-controller"), CheckInterval: opts.SyncPeriod, WatchFilterValue: opts.WatchFilter,
+		Recorder: mgr.GetEventRecorder("ovirtcluster-controller"), CheckInterval: opts.SyncPeriod, RetryInterval: opts.RetryInterval,
+		WatchFilterValue:    opts.WatchFilter,
 		ManagementClusterID: clusterID,
 	}).SetupWithManager(ctx, mgr, concurrency[clusterController]); err != nil {
 		return fmt.Errorf("setting up the OVirtCluster controller: %w", err)
