@@ -291,12 +291,19 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 	})
 
 	It("rejects bad manifests at admission through the API server", func(ctx SpecContext) {
-		bad := machineTemplate("bad-sd", "rhcos-4.14", 2)
-		bad.Spec.Template.Spec.StorageDomainName = "fast"
-		bad.Spec.Template.Spec.DiskClone = ptr.To(false)
+		bad := machineTemplate("bad-group", "rhcos-4.14", 2)
+		bad.Spec.Template.Spec.AffinityGroups = []string{"capov-other-cluster-control-plane-Default"}
 		err := mgmt.Create(ctx, bad)
 		Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
-		Expect(err.Error()).To(And(ContainSubstring("storagedomainname"), ContainSubstring("disk-clone")))
+		Expect(err.Error()).To(ContainSubstring("affinityGroups"))
+
+		// A storage domain with cloning off is not refused (only the Engine knows whether the
+		// template's disks are there: pkg/storagerule); it is admitted with a warning.
+		warned := machineTemplate("warned-sd", "rhcos-4.14", 2)
+		warned.Spec.Template.Spec.StorageDomainName = "fast"
+		warned.Spec.Template.Spec.DiskClone = ptr.To(false)
+		Expect(mgmt.Create(ctx, warned)).To(Succeed())
+		Expect(mgmt.Delete(ctx, warned)).To(Succeed())
 
 		bad = machineTemplate("bad-mem", "rhcos-4.14", 2)
 		bad.Spec.Template.Spec.Memory = &infrav1.Memory{SizeMB: 1024, GuaranteedMB: 2048}
