@@ -61,7 +61,12 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 			return ctrl.Result{}, err
 		}
 	}
-	if reason, _ := machineFailure(om); reason != nil {
+	if reason, message := machineFailure(om); reason != nil {
+		// A failure recorded before v1beta2 mirrored it (an earlier release) gets the mirror,
+		// so that the documented reset, which removes status.failureReason, works for it too.
+		if om.Status.FailureReason == nil { //nolint:staticcheck // the deprecated mirror
+			setMachineFailure(om, *reason, ptr.Deref(message, ""))
+		}
 		// Product doc §5.4: nothing is retried until a human clears the failure
 		// (status.deprecated.v1beta1.failureReason, the v1beta1 status.failureReason).
 		s.log.Info("Not reconciling: status.deprecated.v1beta1.failureReason (v1beta1 status.failureReason) is set; fix the cause, then clear it",

@@ -608,3 +608,23 @@ func TestAStopThatAlwaysFailsBacksOffAndSaysSo(t *testing.T) {
 	g.Expect(v1beta1conditions.GetReason(got, infrav1.MachineDeletedCondition)).To(Equal(infrav1.VMNotStoppingReason))
 	g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineDeletedCondition)).To(ContainSubstring("internal error"))
 }
+
+// TestAFailureOfAnEarlierReleaseGetsItsMirror: a machine that failed before v1beta2 mirrored the
+// failure in status.failureReason has it in status.deprecated.v1beta1 only, so the product doc's
+// reset (which removes status.failureReason) would change nothing for it. Its next reconcile
+// writes the mirror, and nothing else is retried.
+func TestAFailureOfAnEarlierReleaseGetsItsMirror(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	om := f.get(t)
+	om.Status.Deprecated = &infrav1.DeprecatedStatus{V1Beta1: &infrav1.V1Beta1DeprecatedStatus{
+		FailureReason: ptr.To(infrav1.VMDeletedOutOfBandFailure), FailureMessage: ptr.To("the VM was removed in oVirt")}}
+	g.Expect(f.c.Status().Update(ctx, om)).To(Succeed())
+	_, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	got := f.get(t)
+	g.Expect(got.Status.FailureReason).To(HaveValue(Equal(infrav1.VMDeletedOutOfBandFailure))) //nolint:staticcheck // the mirror
+	g.Expect(got.Status.FailureMessage).To(HaveValue(Equal("the VM was removed in oVirt")))    //nolint:staticcheck // the mirror
+	g.Expect(f.ov.CallCount("CreateVM")).To(BeZero(), "a failed machine is not reconciled further")
+}
