@@ -295,7 +295,7 @@ Things to try:
   kubectl get capovm -n demo -o custom-columns='NAME:.metadata.name,MACHINEON:.status.conditions[?(@.type=="MachineOn")].reason,ADDRESSES:.status.addresses[*].address'   # the workers' image has no guest agent: addresses from their Nodes
   kubectl scale machinedeployment demo-workers -n demo --replicas=5      # two more VMs appear
   kubectl delete machine -n demo $(kubectl get machines -n demo -o name | grep workers | head -1 | cut -d/ -f2)
-  kubectl apply -f docs/examples/bad/storage-domain-without-clone.yaml   # rejected by the webhook
+  kubectl apply -f docs/examples/bad/capov-affinity-group.yaml           # rejected by the webhook
   kubectl apply -f docs/examples/bad/guaranteed-above-size.yaml          # rejected by the API server
   kubectl get nodes --kubeconfig %[2]s                                   # the workload cluster's Nodes
   TOKEN=$(kubectl create token metrics-scraper -n capov-system)

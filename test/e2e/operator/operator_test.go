@@ -471,9 +471,9 @@ func (e *e2e) badManifests(t *testing.T) {
 	g := NewWithT(t)
 	for file, want := range map[string][]string{
 		// Only the webhook knows these two rules (the schema cannot express them).
-		"storage-domain-without-clone.yaml": {"spec.template.spec.storagedomainname", "diskclone"},
-		"provider-without-secret.yaml":      {"credentialsSecretName"},
-		"guaranteed-above-size.yaml":        {"guaranteedmb"},
+		"capov-affinity-group.yaml":    {"spec.template.spec.affinityGroups[0]", `names starting with "capov-"`},
+		"provider-without-secret.yaml": {"credentialsSecretName"},
+		"guaranteed-above-size.yaml":   {"guaranteedmb"},
 	} {
 		out, err := e.kubectl("apply", "-f", filepath.Join(e.root, "docs", "examples", "bad", file))
 		g.Expect(err).To(HaveOccurred(), "%s must be rejected", file)
