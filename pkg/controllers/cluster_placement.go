@@ -350,8 +350,12 @@ func (r *OVirtClusterReconciler) reconcileGroups(ctx context.Context, e *engines
 			if errors.Is(err, ovirt.ErrUnreachable) || errors.Is(err, ovirt.ErrLocked) {
 				return err
 			}
-			problems = append(problems, fmt.Sprintf("%s in oVirt cluster %s: %v", k.role, k.ovirtCluster, err))
-			r.Recorder.Eventf(oc, nil, corev1.EventTypeWarning, eventAffinityGroupFailed, "CreateAffinityGroup", "affinity group for %s in oVirt cluster %s: %v", k.role, k.ovirtCluster, err)
+			problem := fmt.Sprintf("%s in oVirt cluster %s: %v", k.role, k.ovirtCluster, err)
+			if ovirt.PermissionDenied(err) {
+				problem += "; " + missingPermission("MANIPULATE_AFFINITY_GROUPS on oVirt cluster "+k.ovirtCluster+" (ClusterAdmin has it)")
+			}
+			problems = append(problems, problem)
+			r.Recorder.Eventf(oc, nil, corev1.EventTypeWarning, eventAffinityGroupFailed, "CreateAffinityGroup", "affinity group for %s", problem)
 		case taken:
 			reason = infrav1.AffinityGroupNameTakenReason
 			msg := fmt.Sprintf("an affinity group named %q exists in oVirt cluster %s but was not made for OVirtCluster %s/%s of this management cluster "+

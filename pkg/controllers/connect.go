@@ -70,3 +70,11 @@ func Classify(err error) ConnectionProblem {
 		return ConnectionProblem{Reason: infrav1.EngineErrorReason, Message: err.Error()}
 	}
 }
+
+// missingPermission is what an operator reads after the Engine refused an operation for lack
+// of a permission (ovirt.PermissionDenied): which action groups on which objects the Engine
+// account needs, and where the full list is.
+func missingPermission(needs string) string {
+	return "the Engine account of the OVirtProvider lacks a permission: it needs " + needs +
+		` (docs/operations.md, "The Engine account's permissions")`
+}

@@ -250,6 +250,12 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		case errors.Is(err, ovirt.ErrNotFound):
 			created(infrav1.TemplateNotFoundReason, clusterv1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
 			return stop(r.retryLater(), nil)
+		case ovirt.PermissionDenied(err):
+			msg := fmt.Sprintf("oVirt refused to create the VM: %v; %s", err, missingPermission("CREATE_VM on oVirt cluster "+ocl.Name+" and on template "+tpl.Name+
+				" (and CREATE_DISK on the storage domain when cloning to storagedomainname)"))
+			created(infrav1.VMCreateFailedReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "%s", msg)
+			return stop(r.retryLater(), nil)
 		case errors.Is(err, ovirt.ErrInvalid), errors.Is(err, ovirt.ErrConflict):
 			created(infrav1.VMCreateFailedReason, clusterv1.ConditionSeverityWarning, "oVirt refused to create the VM: %v", err)
 			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "oVirt refused to create the VM: %v", err)

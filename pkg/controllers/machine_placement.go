@@ -152,8 +152,8 @@ func (r *OVirtMachineReconciler) reconcileAffinity(ctx context.Context, s *machi
 				// VM from starting; it joins the group once it exists.
 				if firstStart {
 					msg := fmt.Sprintf("affinity group %s could not be created (OVirtCluster %s, AffinityGroupsReady: %s); anti-affinity Soft is best effort: "+
-						"the VM starts without it and joins it once it exists. If the Engine refused for lack of permission, the Engine account needs to create "+
-						"affinity groups in the VM's oVirt cluster (docs/operations.md, \"Anti-affinity\"), or set the policy to None",
+						"the VM starts without it and joins it once it exists. If the Engine refused for lack of permission, the Engine account needs "+
+						"MANIPULATE_AFFINITY_GROUPS on the VM's oVirt cluster (docs/operations.md, \"The Engine account's permissions\"), or set the policy to None",
 						g.name, oc.Name, v1beta1conditions.GetMessage(oc, infrav1.AffinityGroupsReadyCondition))
 					s.log.Info("Starting the VM without its Soft anti-affinity group", "group", g.name)
 					r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventAffinityGroupUnavailable, "JoinAffinityGroup", "%s", msg)

@@ -104,6 +104,15 @@ func (e *Error) Unwrap() []error {
 	return out
 }
 
+// PermissionDenied reports the Engine's refusal of an operation because the account lacks a
+// permission for it (USER_NOT_AUTHORIZED_TO_PERFORM_ACTION: HTTP 403 "User is not authorized to
+// perform this action."). Such an error also matches ErrAuth; a refused login does not match
+// PermissionDenied (it has no HTTP status).
+func PermissionDenied(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == 403
+}
+
 // BreakerOpenError is returned, instead of attempting a login, while the
 // authentication circuit breaker of a credential is open. It exists so that a
 // wrong password does not lock an LDAP/IdM account through repeated logins.

@@ -90,9 +90,13 @@ func (tc *testCluster) newControlPlaneMachineWith(t *testing.T, ovirtCluster, fa
 // test ends (and waited for): machines left polling would spend the manager's oVirt call budget,
 // which every other test of the suite shares, and the deletion of the OVirtCluster deletes its
 // affinity groups.
-func newPlacementCluster(t *testing.T) *testCluster {
+func newPlacementCluster(t *testing.T, mutate ...func(*infrav1.OVirtCluster)) *testCluster {
 	t.Helper()
-	tc := newTestCluster(t, mainFilter)
+	var m func(*infrav1.OVirtCluster)
+	if len(mutate) > 0 {
+		m = mutate[0]
+	}
+	tc := newTestClusterWith(t, mainFilter, m)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		g := NewWithT(t)
@@ -234,11 +238,15 @@ func TestThreeControlPlaneMachinesLandOnThreeHosts(t *testing.T) {
 // groups again, the running VM joins it. Before, the VM waited for the group forever.
 func TestSoftAntiAffinityIsBestEffortWhenItsGroupCannotBeCreated(t *testing.T) {
 	g := NewWithT(t)
-	t.Cleanup(func() { sim.SetFaults() })
-	sim.SetFaults(ovirtsim.FaultRule{Method: "POST", Path: "/clusters/{id}/affinitygroups", Status: 403,
-		Detail: "[User is not authorized to perform this action.]"})
-	tc := newPlacementCluster(t)
-	_, om := tc.newControlPlaneMachine(t, spreadCluster, "")
+	// An Engine account that may create VMs but not manipulate affinity groups (VmCreator, not
+	// ClusterAdmin, on the cluster): the simulator refuses its groups as the Engine does (403,
+	// "User is not authorized to perform this action."); the VM is its own, as its creator.
+	user := ovirtsim.User{Username: "no-groups@internal", Password: "no-groups-pw", Grants: []ovirtsim.Grant{
+		{Role: "VmCreator", Cluster: spreadCluster}, {Role: "UserTemplateBasedVm", Template: "rhcos-4.14"}}}
+	g.Expect(sim.AddUser(user)).To(Succeed())
+	p := newProviderAs(t, user.Username, user.Password, nil)
+	tc := newPlacementCluster(t, func(oc *infrav1.OVirtCluster) { oc.Spec.Provider = p.Name })
+	_, om := tc.newControlPlaneMachineWith(t, spreadCluster, "", func(s *infrav1.OVirtVMSpec) { s.Provider = p.Name })
 	got := eventuallyCondition(t, om, condition{Type: infrav1.MachineOnCondition, Status: "True"})
 	g.Expect(got.Status.AffinityGroups).To(BeEmpty())
 	g.Expect(eventuallyEvent(t, om, "AffinityGroupUnavailable")).To(And(ContainSubstring(controlPlaneGroupName(tc, spreadCluster)),
@@ -246,8 +254,19 @@ func TestSoftAntiAffinityIsBestEffortWhenItsGroupCannotBeCreated(t *testing.T) {
 	oc := tc.getOVirtCluster(g)
 	g.Expect(v1beta1conditions.GetReason(oc, infrav1.AffinityGroupsReadyCondition)).To(Equal(infrav1.AffinityGroupFailedReason), describeConditions(oc))
 
-	// The Engine lets the account create groups again: the group is created, the VM joins it.
-	sim.SetFaults()
+	g.Expect(v1beta1conditions.GetMessage(oc, infrav1.AffinityGroupsReadyCondition)).To(And(ContainSubstring("User is not authorized to perform this action"),
+		ContainSubstring("needs MANIPULATE_AFFINITY_GROUPS on oVirt cluster "+spreadCluster)))
+
+	// The account may create VMs in no other oVirt cluster: the machine says what it lacks.
+	_, other := tc.newControlPlaneMachineWith(t, "Default", "", func(s *infrav1.OVirtVMSpec) { s.Provider = p.Name })
+	eventuallyCondition(t, other, condition{Type: infrav1.MachineCreatedCondition, Status: "False", Reason: infrav1.VMCreateFailedReason,
+		Severity: clusterv1.ConditionSeverityWarning, Message: "needs CREATE_VM on oVirt cluster Default and on template rhcos-4.14"})
+	g.Expect(eventuallyEvent(t, other, "VMCreateFailed")).To(ContainSubstring("User is not authorized to perform this action"))
+
+	// The Engine's administrator grants the account ClusterAdmin on the cluster: the group is
+	// created, the VM joins it.
+	user.Grants = append(user.Grants, ovirtsim.Grant{Role: "ClusterAdmin", Cluster: spreadCluster})
+	g.Expect(sim.AddUser(user)).To(Succeed())
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
 		g.Expect(om.Status.AffinityGroups).To(ConsistOf(controlPlaneGroupName(tc, spreadCluster)))
 	})

@@ -30,12 +30,18 @@ import (
 // its credentials Secret). mutate adjusts the spec before creation.
 func newProvider(t *testing.T, password string, mutate func(p *infrav1.OVirtProvider)) *infrav1.OVirtProvider {
 	t.Helper()
+	return newProviderAs(t, sim.Username(), password, mutate)
+}
+
+// newProviderAs is newProvider for another Engine account (ovirtsim.Simulator.AddUser).
+func newProviderAs(t *testing.T, username, password string, mutate func(p *infrav1.OVirtProvider)) *infrav1.OVirtProvider {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	name := "p-" + strings.ToLower(rand.String(6))
 	secretName := name + "-credentials"
 	if password != "" {
-		g.Expect(k8s.Create(ctx, harness.CredentialsSecret(credentialsNamespace, secretName, sim.Username(), password))).To(Succeed())
+		g.Expect(k8s.Create(ctx, harness.CredentialsSecret(credentialsNamespace, secretName, username, password))).To(Succeed())
 	}
 	p := harness.Provider(name, sim.URL(), secretName, sim.CAPEM())
 	p.Labels = filterLabels(mainFilter)

@@ -130,6 +130,15 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			s.SetTokenTTL(body.TTL.Std())
 			ok(map[string]Duration{"ttl": *body.TTL})
 		}
+	case "PUT users":
+		var u User
+		if err := decodeJSON(r, &u); err != nil {
+			fail(err)
+		} else if err := s.AddUser(u); err != nil {
+			fail(err)
+		} else {
+			writeJSON(w, http.StatusCreated, map[string]string{"username": u.Username})
+		}
 	case "PUT templates":
 		var t Template
 		if err := decodeJSON(r, &t); err != nil {

@@ -520,6 +520,9 @@ func hAddGroup(s *Simulator, rq *apiReq) {
 	rc, aerr := s.renderCtx(rq)
 	var g *affinityGroup
 	if aerr == nil {
+		aerr = s.authorizeGroups(rq, s.inv.cluster(e.clusterID))
+	}
+	if aerr == nil {
 		if g, aerr = s.inv.addGroup(e); aerr == nil {
 			s.inv.addJob(rq.corr, "Adding Affinity Group "+g.name, rc.now, rc.now)
 		}
@@ -550,6 +553,9 @@ func hUpdateGroup(s *Simulator, rq *apiReq) {
 	if aerr == nil && g == nil {
 		aerr = &apiError{404, "", ""}
 	}
+	if aerr == nil {
+		aerr = s.authorizeGroups(rq, g.cluster)
+	}
 	var write func()
 	if aerr == nil {
 		e := entityOf(g)
@@ -575,7 +581,7 @@ func hRemoveGroup(s *Simulator, rq *apiReq) {
 	var aerr *apiError
 	if g == nil {
 		aerr = &apiError{404, "", ""} // BackendAffinityGroupResource.remove calls get() first
-	} else {
+	} else if aerr = s.authorizeGroups(rq, g.cluster); aerr == nil {
 		s.inv.groups = slices.DeleteFunc(s.inv.groups, func(e *affinityGroup) bool { return e == g })
 		s.inv.addJob(rq.corr, "Removing Affinity Group "+g.name, now, now)
 	}
@@ -619,7 +625,12 @@ func hAddGroupVM(s *Simulator, rq *apiReq) {
 	}
 	s.mu.Lock()
 	now := time.Now()
-	aerr = s.inv.addGroupVM(rq.ids[1], id)
+	if g := s.inv.groupByID(rq.ids[1]); g != nil {
+		aerr = s.authorizeGroups(rq, g.cluster)
+	}
+	if aerr == nil {
+		aerr = s.inv.addGroupVM(rq.ids[1], id)
+	}
 	if aerr == nil {
 		s.inv.addJob(rq.corr, "Adding VM to Affinity Group", now, now)
 	}
@@ -640,7 +651,13 @@ func hAddGroupVM(s *Simulator, rq *apiReq) {
 func hRemoveGroupVM(s *Simulator, rq *apiReq) {
 	s.mu.Lock()
 	now := time.Now()
-	aerr := s.inv.removeGroupVM(rq.ids[1], rq.ids[2])
+	var aerr *apiError
+	if g := s.inv.groupByID(rq.ids[1]); g != nil {
+		aerr = s.authorizeGroups(rq, g.cluster)
+	}
+	if aerr == nil {
+		aerr = s.inv.removeGroupVM(rq.ids[1], rq.ids[2])
+	}
 	if aerr == nil {
 		s.inv.addJob(rq.corr, "Removing VM from Affinity Group", now, now)
 	}

@@ -785,9 +785,12 @@ func hUpdateDisk(s *Simulator, rq *apiReq) {
 	var o *ovirtsdk.Disk
 	if d == nil {
 		aerr = notFound(rq.ids[0])
-	} else if aerr = s.inv.editDisk(d, &e, now, s.timings); aerr == nil {
-		s.inv.addJob(rq.corr, "Editing disk "+d.alias, now, d.lockedUntil)
-		o = renderDisk(d, now)
+	} else if aerr = s.authorize(rq, need{group: ActionEditDiskProperties, object: s.inv.diskObject(d)}); aerr == nil {
+		aerr = s.inv.editDisk(d, &e, now, s.timings)
+		if aerr == nil {
+			s.inv.addJob(rq.corr, "Editing disk "+d.alias, now, d.lockedUntil)
+			o = renderDisk(d, now)
+		}
 	}
 	s.mu.Unlock()
 	if aerr != nil {
@@ -829,9 +832,16 @@ func hAddDisk(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
+	sp := diskSpecOf(body)
 	s.mu.Lock()
 	now := time.Now()
-	d, aerr := s.inv.createDisk(diskSpecOf(body), now, s.timings)
+	var d *disk
+	if sd, err := s.inv.resolveSD(sp.sdID, sp.sdName); err == nil {
+		aerr = s.authorize(rq, need{group: ActionCreateDisk, object: s.inv.sdObject(sd)})
+	}
+	if aerr == nil {
+		d, aerr = s.inv.createDisk(sp, now, s.timings)
+	}
 	var o *ovirtsdk.Disk
 	if aerr == nil {
 		s.inv.addJob(rq.corr, "Adding disk "+d.alias, now, d.lockedUntil)
@@ -853,8 +863,11 @@ func hRemoveDisk(s *Simulator, rq *apiReq) {
 	var aerr *apiError
 	if d == nil {
 		aerr = notFound(rq.ids[0])
-	} else if aerr = s.inv.deleteDisk(d, now); aerr == nil {
-		s.inv.addJob(rq.corr, "Removing disk "+d.alias, now, now)
+	} else if aerr = s.authorize(rq, need{group: ActionDeleteDisk, object: s.inv.diskObject(d)}); aerr == nil {
+		aerr = s.inv.deleteDisk(d, now)
+		if aerr == nil {
+			s.inv.addJob(rq.corr, "Removing disk "+d.alias, now, now)
+		}
 	}
 	s.mu.Unlock()
 	if aerr != nil {
@@ -1068,7 +1081,13 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	sp.clone, sp.corr = clone, rq.corr
 	s.mu.Lock()
 	now := time.Now()
-	v, aerr := s.inv.createVM(sp, now, s.timings)
+	aerr = s.authorize(rq, s.inv.addVMNeeds(sp)...)
+	var v *vm
+	if aerr == nil {
+		if v, aerr = s.inv.createVM(sp, now, s.timings); aerr == nil {
+			s.ownVM(rq, v)
+		}
+	}
 	var o *ovirtsdk.Vm
 	var tasks bool // copying or snapshotting the template disks
 	var unlockAt time.Time
@@ -1243,6 +1262,9 @@ func hUpdateVM(s *Simulator, rq *apiReq) {
 	if aerr == nil && v == nil {
 		aerr = notFound(rq.ids[0])
 	}
+	if aerr == nil {
+		aerr = s.authorize(rq, need{group: ActionEditVMProperties, object: s.inv.vmObject(v)})
+	}
 	if aerr == nil && v.status(rc.now) == "image_locked" {
 		// A VM is image_locked while AddVmCommand makes its disks, and that
 		// command keeps its exclusive VM_NAME lock (ACTION_TYPE_FAILED_OBJECT_LOCKED)
@@ -1280,8 +1302,11 @@ func hRemoveVM(s *Simulator, rq *apiReq) {
 	v := s.inv.vms[rq.ids[0]]
 	if v == nil {
 		aerr = notFound(rq.ids[0])
-	} else if aerr = s.inv.removeVM(v, detach, force, false, now); aerr == nil {
-		s.inv.addJob(rq.corr, "Removing VM "+v.name, now, now)
+	} else if aerr = s.authorize(rq, need{group: ActionDeleteVM, object: s.inv.vmObject(v)}); aerr == nil {
+		aerr = s.inv.removeVM(v, detach, force, false, now)
+		if aerr == nil {
+			s.inv.addJob(rq.corr, "Removing VM "+v.name, now, now)
+		}
 	}
 	s.mu.Unlock()
 	if aerr != nil {
@@ -1292,7 +1317,7 @@ func hRemoveVM(s *Simulator, rq *apiReq) {
 }
 
 // vmAction runs a power action under the lock.
-func (s *Simulator) vmAction(rq *apiReq, op func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time)) {
+func (s *Simulator) vmAction(rq *apiReq, group string, op func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time)) {
 	if _, aerr := parseAction(rq); aerr != nil {
 		rq.fault(aerr)
 		return
@@ -1303,7 +1328,7 @@ func (s *Simulator) vmAction(rq *apiReq, op func(v *vm, now time.Time, tm Timing
 	var aerr *apiError
 	if v == nil {
 		aerr = notFound(rq.ids[0])
-	} else {
+	} else if aerr = s.authorize(rq, need{group: group, object: s.inv.vmObject(v)}); aerr == nil {
 		var desc string
 		var end time.Time
 		if aerr, desc, end = op(v, now, s.timings); aerr == nil {
@@ -1319,7 +1344,7 @@ func (s *Simulator) vmAction(rq *apiReq, op func(v *vm, now time.Time, tm Timing
 }
 
 func hStart(s *Simulator, rq *apiReq) {
-	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+	s.vmAction(rq, ActionRunVM, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
 		if !s.guestAgent || v.noAgent {
 			// Without an agent VDSM reports Up only after its timeout.
 			tm.PoweringUp = tm.NoAgentPoweringUp
@@ -1329,20 +1354,20 @@ func hStart(s *Simulator, rq *apiReq) {
 }
 
 func hStop(s *Simulator, rq *apiReq) {
-	s.vmAction(rq, func(v *vm, now time.Time, _ Timings) (*apiError, string, time.Time) {
+	s.vmAction(rq, ActionStopVM, func(v *vm, now time.Time, _ Timings) (*apiError, string, time.Time) {
 		return s.inv.stopVM(v, now), "Stopping VM " + v.name, now
 	})
 }
 
 func hShutdown(s *Simulator, rq *apiReq) {
-	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+	s.vmAction(rq, ActionShutDownVM, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
 		aerr, end := s.inv.shutdownVM(v, now, tm)
 		return aerr, "Shutting down VM " + v.name, end
 	})
 }
 
 func hReboot(s *Simulator, rq *apiReq) {
-	s.vmAction(rq, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+	s.vmAction(rq, ActionRebootVM, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
 		aerr, end := s.inv.rebootVM(v, now, tm)
 		return aerr, "Rebooting VM " + v.name, end
 	})
@@ -1439,6 +1464,9 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 	}
 	diskID, _ := bd.Id()
 	s.mutateVM(rq, func(v *vm, rc *renderCtx) (func(), *apiError) {
+		if aerr := s.authorize(rq, need{group: ActionConfigureVMStorage, object: s.inv.vmObject(v)}); aerr != nil {
+			return nil, aerr
+		}
 		var d *disk
 		if diskID != "" {
 			if d = s.inv.anyDisk(diskID); d == nil {
@@ -1495,6 +1523,10 @@ func hUpdateAttachment(s *Simulator, rq *apiReq) {
 		if d == nil {
 			return nil, notFound(rq.ids[1])
 		}
+		// UpdateDisk needs EDIT_DISK_PROPERTIES on the disk (UpdateDiskCommand).
+		if aerr := s.authorize(rq, need{group: ActionEditDiskProperties, object: s.inv.diskObject(d)}); aerr != nil {
+			return nil, aerr
+		}
 		oldSize := d.sizeBytes
 		if aerr := s.inv.editDisk(d, &e, rc.now, s.timings); aerr != nil {
 			return nil, aerr
@@ -1520,6 +1552,14 @@ func hRemoveAttachment(s *Simulator, rq *apiReq) {
 		d := v.attachment(rq.ids[1])
 		if d == nil {
 			return nil, notFound(rq.ids[1])
+		}
+		// DetachDiskFromVm: CONFIGURE_VM_STORAGE on the VM; RemoveDisk: DELETE_DISK on the disk.
+		n := need{group: ActionConfigureVMStorage, object: s.inv.vmObject(v)}
+		if !detach {
+			n = need{group: ActionDeleteDisk, object: s.inv.diskObject(d)}
+		}
+		if aerr := s.authorize(rq, n); aerr != nil {
+			return nil, aerr
 		}
 		if detach {
 			if aerr := s.inv.detachDisk(v, d, false, rc.now); aerr != nil {
@@ -1597,6 +1637,9 @@ func hAddNIC(s *Simulator, rq *apiReq) {
 	}
 	sp := nicSpecOf(body)
 	s.mutateVM(rq, func(v *vm, rc *renderCtx) (func(), *apiError) {
+		if aerr := s.authorize(rq, s.inv.nicNeeds(v, sp, nil)...); aerr != nil {
+			return nil, aerr
+		}
 		n, aerr := s.inv.addNIC(v, sp, rc.now)
 		if aerr != nil {
 			return nil, aerr
@@ -1623,6 +1666,9 @@ func hUpdateNIC(s *Simulator, rq *apiReq) {
 		if n == nil {
 			return nil, notFound(rq.ids[1])
 		}
+		if aerr := s.authorize(rq, s.inv.nicNeeds(v, sp, n)...); aerr != nil {
+			return nil, aerr
+		}
 		if aerr := s.inv.updateNIC(v, n, sp, rc.now); aerr != nil {
 			return nil, aerr
 		}
@@ -1637,6 +1683,9 @@ func hRemoveNIC(s *Simulator, rq *apiReq) {
 		n := v.nicByID(rq.ids[1])
 		if n == nil {
 			return nil, notFound(rq.ids[1])
+		}
+		if aerr := s.authorize(rq, need{group: ActionConfigureVMNetwork, object: s.inv.vmObject(v)}); aerr != nil {
+			return nil, aerr
 		}
 		if aerr := s.inv.removeNIC(v, n, rc.now); aerr != nil {
 			return nil, aerr

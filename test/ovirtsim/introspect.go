@@ -403,8 +403,8 @@ func (s *Simulator) Dump() State {
 
 	s.authMu.RLock()
 	st.Settings.Username, st.Settings.TokenTTL = s.username, Duration(s.ttl)
-	for _, issued := range s.tokens {
-		if s.ttl <= 0 || now.Sub(issued) < s.ttl {
+	for _, t := range s.tokens {
+		if s.ttl <= 0 || now.Sub(t.issued) < s.ttl {
 			st.Settings.ActiveTokens++
 		}
 	}

@@ -148,6 +148,9 @@ type VnicProfile struct {
 	Network string `json:"network"`
 	// DataCenter is the data center of the network. Default "Default".
 	DataCenter string `json:"data_center,omitempty"`
+	// Private: the Engine's group Everyone has no VnicProfileUser role on the profile (its
+	// network was created without "public"), so a user needs one of their own to use it.
+	Private bool `json:"private,omitempty"`
 }
 
 // Timings are the simulated durations of the engine's asynchronous work.
@@ -338,6 +341,9 @@ type Seed struct {
 	Username string `json:"username,omitempty"`
 	// Password is the SSO password. Default "secret".
 	Password string `json:"password,omitempty"`
+	// Users are further Engine accounts, with their permissions (permissions.go); the
+	// account above is SuperUser on the system.
+	Users []User `json:"users,omitempty"`
 	// TokenTTL is how long an SSO token stays valid. Default 1h; negative means forever.
 	TokenTTL Duration `json:"token_ttl,omitempty"`
 	// Timings are the durations of asynchronous engine work.
@@ -451,6 +457,11 @@ func (s *Seed) clone() *Seed {
 	}
 	c.Latency = append([]LatencyRule(nil), s.Latency...)
 	c.Faults = append([]FaultRule(nil), s.Faults...)
+	c.Users = make([]User, len(s.Users))
+	for i, u := range s.Users {
+		u.Grants = append([]Grant(nil), u.Grants...)
+		c.Users[i] = u
+	}
 	return &c
 }
 

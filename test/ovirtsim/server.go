@@ -78,6 +78,7 @@ type apiReq struct {
 	status  int
 	body    []byte
 	bodyErr error
+	user    string     // who sent it: "" for the administrator
 	bufs    *sync.Pool // response buffers of the simulator
 	owner   linkOwner  // owner of the listed sub-collection, for hrefs
 	extra   string     // raw XML added to the top-level entity (creation_status)
@@ -164,10 +165,12 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 		// (the Engine received the request), the answer is discarded.
 		rq.w = &capture{h: http.Header{}}
 	}
-	if !s.authorised(r) {
+	user, ok := s.authorised(r)
+	if !ok {
 		rq.unauthorized()
 		return
 	}
+	rq.user = user
 	if rt == nil {
 		if known {
 			rq.fault(&apiError{405, "Method Not Allowed", fmt.Sprintf("%s is not supported on %s", r.Method, tmpl)})
@@ -345,19 +348,39 @@ func (rq *apiReq) actionDone() {
 // removed answers a DELETE like the engine: 200 with <action><status>complete</status></action>.
 func (rq *apiReq) removed() { rq.actionDone() }
 
-func (s *Simulator) authorised(r *http.Request) bool {
+// token is an issued SSO access token.
+type token struct {
+	issued time.Time
+	user   string // "" for the administrator
+}
+
+// authorised reports whether the request carries a valid token (or basic credentials), and
+// whose: "" for the administrator, else a user's name.
+func (s *Simulator) authorised(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	s.authMu.RLock()
 	defer s.authMu.RUnlock()
 	if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-		issued, found := s.tokens[tok]
-		return found && (s.ttl <= 0 || time.Since(issued) < s.ttl)
+		t, found := s.tokens[tok]
+		return t.user, found && (s.ttl <= 0 || time.Since(t.issued) < s.ttl)
 	}
 	// The engine also accepts HTTP basic authentication (handy with curl).
 	if u, p, ok := r.BasicAuth(); ok {
-		return u == s.username && p == s.password
+		return s.login(u, p)
 	}
-	return false
+	return "", false
+}
+
+// login checks credentials; it returns "" for the administrator. Called with authMu held.
+func (s *Simulator) login(user, pass string) (string, bool) {
+	if user == "" {
+		return "", false
+	}
+	if user == s.username {
+		return "", pass == s.password
+	}
+	u := s.users[user]
+	return user, u != nil && pass == u.password
 }
 
 // serveSSO runs latency, faults and counting around an SSO endpoint.
@@ -432,7 +455,8 @@ func (s *Simulator) ssoToken(w http.ResponseWriter, r *http.Request) int {
 	}
 	user, pass := r.Form.Get("username"), r.Form.Get("password")
 	s.authMu.Lock()
-	if user == "" || user != s.username || pass != s.password {
+	who, ok := s.login(user, pass)
+	if !ok {
 		s.authMu.Unlock()
 		s.stats.login(false)
 		return ssoError(w, http.StatusBadRequest, "access_denied",
@@ -442,12 +466,12 @@ func (s *Simulator) ssoToken(w http.ResponseWriter, r *http.Request) int {
 	now := time.Now()
 	if len(s.tokens) > 10000 && s.ttl > 0 { // drop expired tokens now and then
 		for k, t := range s.tokens {
-			if now.Sub(t) >= s.ttl {
+			if now.Sub(t.issued) >= s.ttl {
 				delete(s.tokens, k)
 			}
 		}
 	}
-	s.tokens[tok] = now
+	s.tokens[tok] = token{issued: now, user: who}
 	exp := now.Add(100 * 365 * 24 * time.Hour)
 	if s.ttl > 0 {
 		exp = now.Add(s.ttl)

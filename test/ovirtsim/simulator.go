@@ -93,6 +93,13 @@ func (b *Builder) WithCredentials(username, password string) *Builder {
 	return b
 }
 
+// WithUser adds an Engine account with its permissions (permissions.go).
+func (b *Builder) WithUser(u User) *Builder {
+	u.Grants = append([]Grant(nil), u.Grants...)
+	b.seed.Users = append(b.seed.Users, u)
+	return b
+}
+
 // WithTokenTTL sets how long SSO tokens stay valid (negative: forever).
 func (b *Builder) WithTokenTTL(d time.Duration) *Builder {
 	b.seed.TokenTTL = Duration(d)
@@ -198,7 +205,8 @@ type Simulator struct {
 	username string
 	password string
 	ttl      time.Duration
-	tokens   map[string]time.Time // token -> issue time
+	tokens   map[string]token    // by access token
+	users    map[string]*simUser // accounts besides the administrator, by user name
 
 	rules ruleSet
 	stats stats
@@ -249,7 +257,10 @@ func (b *Builder) Build() (*Simulator, error) {
 	s := &Simulator{built: cfg, caPEM: caPEM, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), done: make(chan struct{}), inv: inv,
 		timings: cfg.Timings, guestAgent: !cfg.NoGuestAgent, guestIfaces: gi, ignoreFollow: cfg.IgnoreFollow,
 		username: cfg.Username, password: cfg.Password, ttl: ttlOf(cfg.TokenTTL),
-		tokens: map[string]time.Time{}}
+		tokens: map[string]token{}}
+	if s.users, err = inv.resolveUsers(cfg.Users, cfg.Username); err != nil {
+		return nil, err
+	}
 	s.rules.seed = uint64(cfg.RandomSeed)
 	s.rules.setLatency(cfg.Latency)
 	s.rules.setFaults(cfg.Faults)
@@ -462,7 +473,7 @@ func (s *Simulator) SetTokenTTL(d time.Duration) {
 func (s *Simulator) RestartEngine() {
 	s.authMu.Lock()
 	defer s.authMu.Unlock()
-	s.tokens = map[string]time.Time{}
+	s.tokens = map[string]token{}
 }
 
 func (s *Simulator) lookupVM(id string) (*vm, error) {
@@ -626,8 +637,9 @@ func (s *Simulator) Reset() {
 	s.renders.Store(0)
 	s.mu.Unlock()
 	s.authMu.Lock()
-	s.tokens = map[string]time.Time{}
+	s.tokens = map[string]token{}
 	s.username, s.password, s.ttl = s.built.Username, s.built.Password, ttlOf(s.built.TokenTTL)
+	s.users, _ = inv.resolveUsers(s.built.Users, s.built.Username) // resolved fine in Build
 	s.authMu.Unlock()
 	s.rules.setLatency(s.built.Latency)
 	s.rules.setFaults(s.built.Faults)

@@ -61,6 +61,7 @@ type storageDomain struct {
 type vnicProfile struct {
 	id, name string
 	net      *network
+	private  bool // Everyone has no VnicProfileUser role on it
 }
 
 type template struct {
@@ -521,7 +522,7 @@ func (inv *inventory) addVnicProfile(p VnicProfile) error {
 			return invalidf("duplicate vNIC profile %q on network %q", p.Name, p.Network)
 		}
 	}
-	vp := &vnicProfile{id: inv.newID(), name: p.Name, net: nw}
+	vp := &vnicProfile{id: inv.newID(), name: p.Name, net: nw, private: p.Private}
 	inv.profiles = append(inv.profiles, vp)
 	inv.byID[vp.id] = vp
 	return nil

@@ -324,6 +324,9 @@ func hAddTag(s *Simulator, rq *apiReq) {
 	var o *ovirtsdk.Tag
 	parent, given, aerr := s.inv.parentOf(body)
 	if aerr == nil {
+		aerr = s.authorize(rq, tagNeed())
+	}
+	if aerr == nil {
 		if given {
 			e.parent = parent
 		}
@@ -354,7 +357,12 @@ func hUpdateTag(s *Simulator, rq *apiReq) {
 	}
 	s.mu.Lock()
 	var o *ovirtsdk.Tag
-	aerr = s.inv.putTag(rq.ids[0], body)
+	if s.inv.tagByID(rq.ids[0]) != nil {
+		aerr = s.authorize(rq, tagNeed())
+	}
+	if aerr == nil {
+		aerr = s.inv.putTag(rq.ids[0], body)
+	}
 	if aerr == nil {
 		o = renderTag(s.inv.tagByID(rq.ids[0]))
 	}
@@ -404,7 +412,7 @@ func hRemoveTag(s *Simulator, rq *apiReq) {
 	var aerr *apiError
 	if t := s.inv.tagByID(rq.ids[0]); t == nil {
 		aerr = &apiError{404, "", ""}
-	} else {
+	} else if aerr = s.authorize(rq, tagNeed()); aerr == nil {
 		aerr = s.inv.removeTag(t)
 	}
 	s.mu.Unlock()

@@ -91,11 +91,10 @@ func (c *client) hostName(ctx context.Context, hostID string) (string, error) {
 			n, _ := h.Name()
 			return n, nil
 		})
-		var e *ovirt.Error
 		switch {
 		case err == nil:
 			return name, true, nil
-		case errors.Is(err, ovirt.ErrNotFound), errors.As(err, &e) && e.Status == 403:
+		case errors.Is(err, ovirt.ErrNotFound), ovirt.PermissionDenied(err):
 			c.s.logger(ctx).V(2).Info("The Engine does not show the host a VM runs on; its name stays empty", "host", hostID)
 			return "", true, nil
 		}
