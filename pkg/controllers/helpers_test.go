@@ -17,19 +17,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
-	"github.com/capov/capov/pkg/featuregates"
 	"github.com/capov/capov/pkg/ovirt"
+	"github.com/capov/capov/pkg/storagerule"
 )
 
 func TestResolveCloneFollowsMachineThenProviderThenGate(t *testing.T) {
 	g := NewWithT(t)
-	on, off := featuregates.Gates{DiskClone: true}, featuregates.Gates{}
-	g.Expect(off.DiskCloneFor(ptr.To(true), ptr.To(false))).To(BeTrue())
-	g.Expect(on.DiskCloneFor(ptr.To(false), ptr.To(true))).To(BeFalse())
-	g.Expect(off.DiskCloneFor(nil, ptr.To(true))).To(BeTrue())
-	g.Expect(on.DiskCloneFor(nil, ptr.To(false))).To(BeFalse())
-	g.Expect(on.DiskCloneFor(nil, nil)).To(BeTrue())
-	g.Expect(off.DiskCloneFor(nil, nil)).To(BeFalse())
+	g.Expect(storagerule.Clone(ptr.To(true), ptr.To(false), true, false)).To(HaveValue(BeTrue()))
+	g.Expect(storagerule.Clone(ptr.To(false), ptr.To(true), true, true)).To(HaveValue(BeFalse()))
+	g.Expect(storagerule.Clone(nil, ptr.To(true), true, false)).To(HaveValue(BeTrue()))
+	g.Expect(storagerule.Clone(nil, ptr.To(false), true, true)).To(HaveValue(BeFalse()))
+	g.Expect(storagerule.Clone(nil, nil, true, true)).To(HaveValue(BeTrue()))
+	g.Expect(storagerule.Clone(nil, nil, true, false)).To(HaveValue(BeFalse()))
+	g.Expect(storagerule.Clone(nil, ptr.To(true), false, true)).To(BeNil(), "the provider is not known yet: the manager decides later")
 	g.Expect(ResolveStorageDomain("fast", "data")).To(Equal("fast"))
 	g.Expect(ResolveStorageDomain("", "data")).To(Equal("data"))
 	g.Expect(ResolveStorageDomain("", "")).To(BeEmpty())

@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/capov/capov/pkg/storagerule"
 )
 
 // Gate is the name of a feature gate as written in --feature-gates.
@@ -179,13 +177,6 @@ func Usage() string {
 	}
 	return "Comma-separated feature gates, key=value. Unknown keys and invalid values are ignored with a warning. Gates: " +
 		strings.Join(parts, ", ")
-}
-
-// DiskCloneFor resolves whether the template disks of a new VM are cloned (product doc §6): the
-// OVirtMachine's (or OVirtMachineTemplate's) spec.diskclone, else its OVirtProvider's, else the
-// disk-clone gate. The manager sends the result to oVirt; the webhook defaults with it.
-func (g Gates) DiskCloneFor(machine, provider *bool) bool {
-	return *storagerule.Clone(machine, provider, true, g.DiskClone)
 }
 
 // EnableDiskCloneHint names the three ways to turn disk cloning on (product doc §6), for the
