@@ -245,6 +245,13 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		return stop(ctrl.Result{}, err)
 	}
 	vm, err := s.ovirt.CreateVM(ctx, spec)
+	if err != nil && errors.Is(err, ovirt.ErrConflict) && !errors.Is(err, ovirt.ErrLocked) {
+		// The name is in use (the first create of an object does not look it up first): the
+		// lookup says whose VM it is, and adopts this object's own.
+		if found, cont, res, lerr := r.adoptByName(ctx, s); found {
+			return cont, res, lerr
+		}
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, ovirt.ErrNotFound):

@@ -307,10 +307,27 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		return r.recordVM(ctx, s, vm)
 	}
 
+	if createRequested(om) {
+		// A create may have been sent (and its answer lost): the VM is looked up by name.
+		// Without the annotation, written before every create request and kept by moves and
+		// restores, no VM of this object exists; one of another is the Engine's to refuse (a
+		// name in use), and createVM looks the name up then.
+		if found, cont, res, err := r.adoptByName(ctx, s); found {
+			return cont, res, err
+		}
+	}
+	return r.createVM(ctx, s)
+}
+
+// adoptByName looks the machine's VM up by name. found is false when no VM has the name;
+// otherwise the lookup decided the step, whose result is cont, res and err: a VM of this object
+// adopted and recorded, duplicates or another's VM of that name reported, or an error.
+func (r *OVirtMachineReconciler) adoptByName(ctx context.Context, s *machineScope) (found, cont bool, res ctrl.Result, err error) {
+	om := s.om
 	name := vmNameOf(om)
 	vms, err := s.ovirt.FindVMsByName(ctx, name)
 	if err != nil {
-		return stop(ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", name, err))
+		return true, false, ctrl.Result{}, fmt.Errorf("looking up VM %q: %w", name, err)
 	}
 	var ours []ovirt.VM
 	for _, vm := range vms {
@@ -327,7 +344,7 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.DuplicateVMsReason, clusterv1.ConditionSeverityError,
 			"%d VMs named %q carry this OVirtMachine's owner marker (%s); remove all but one in oVirt", len(ours), name, strings.Join(ids, ", "))
 		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDuplicateVMs, "FindVM", "Found %d VMs for this machine: %s", len(ours), strings.Join(ids, ", "))
-		return stop(r.retryLater(), nil)
+		return true, false, r.retryLater(), nil
 	case len(ours) == 1:
 		s.log.Info("Adopting the VM created for this OVirtMachine", "vmID", ours[0].ID)
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMAdopted, "FindVM", "Adopted VM %s created earlier for this machine", ours[0].ID)
@@ -335,21 +352,22 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		om.Spec.ProviderID = infrav1.ProviderIDPrefix + ours[0].ID
 		vm, err := s.ovirt.GetVM(ctx, ours[0].ID)
 		if err != nil {
-			return stop(ctrl.Result{}, fmt.Errorf("reading VM %s: %w", ours[0].ID, err))
+			return true, false, ctrl.Result{}, fmt.Errorf("reading VM %s: %w", ours[0].ID, err)
 		}
 		if createRequested(om) && (vm.Status == ovirt.VMStatusDown || vm.Status == ovirt.VMStatusImageLocked) {
 			// Created for this very object (same UID) and never started: no disk other than
 			// the template's can be attached yet.
 			om.Status.SystemDisksPending = ptr.To(true)
 		}
-		return r.recordVM(ctx, s, vm)
+		cont, res, err = r.recordVM(ctx, s, vm)
+		return true, cont, res, err
 	case len(vms) > 0:
 		v1beta1conditions.MarkFalse(om, infrav1.MachineCreatedCondition, infrav1.VMCreateFailedReason, clusterv1.ConditionSeverityWarning,
 			"a VM named %q already exists in oVirt (id %s) and was not created for this OVirtMachine; rename or remove it", name, vms[0].ID)
 		r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventVMNameTaken, "FindVM", "VM name %q is used by VM %s", name, vms[0].ID)
-		return stop(r.retryLater(), nil)
+		return true, false, r.retryLater(), nil
 	}
-	return r.createVM(ctx, s)
+	return false, false, ctrl.Result{}, nil
 }
 
 // vmGone handles a recorded VM that oVirt does not know any more.

@@ -628,3 +628,52 @@ func TestAFailureOfAnEarlierReleaseGetsItsMirror(t *testing.T) {
 	g.Expect(got.Status.FailureMessage).To(HaveValue(Equal("the VM was removed in oVirt")))    //nolint:staticcheck // the mirror
 	g.Expect(f.ov.CallCount("CreateVM")).To(BeZero(), "a failed machine is not reconciled further")
 }
+
+// TestAFirstCreateSendsNoNameLookup: a machine for which no create was ever requested (no
+// create-requested annotation: it is written before every create request and moves with the
+// object) has no VM of its own in oVirt, so the search by name before the create is a call
+// spent for nothing (issue 34: one of the reads a creation does not need).
+func TestAFirstCreateSendsNoNameLookup(t *testing.T) {
+	g := NewWithT(t)
+	f := newMachineFixture(t)
+	_, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.ov.CallCount("CreateVM")).To(Equal(1))
+	g.Expect(f.ov.CallCount("FindVMsByName")).To(BeZero(), "calls: %v", f.ov.Calls())
+}
+
+// TestANameInUseAtTheFirstCreateIsLookedUpAtOnce: without the lookup, the Engine's refusal of a
+// name in use (409) is what tells; the same reconcile then looks the name up, and either says
+// whose VM it is (another's: rename or remove it) or adopts this object's own (created by a
+// release that did not record the create request, then its status lost).
+func TestANameInUseAtTheFirstCreateIsLookedUpAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		comment func(om *infrav1.OVirtMachine) string
+		adopted bool
+	}{
+		{"another's VM", func(*infrav1.OVirtMachine) string { return "made by hand" }, false},
+		{"this object's own VM", func(om *infrav1.OVirtMachine) string { return ownerFor(om, "", "c1", VMNameFor("ns", "w-1")).String() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := newMachineFixture(t)
+			tpl, err := f.ov.FindTemplate(context.Background(), "rhcos-4.14", "")
+			g.Expect(err).NotTo(HaveOccurred())
+			existing := f.ov.PutVM(ovirt.VM{Name: VMNameFor("ns", "w-1"), Comment: tc.comment(f.om), Status: ovirt.VMStatusDown,
+				OriginalTemplateID: tpl.ID})
+			_, err = f.reconcile(t)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(f.ov.CallCount("CreateVM")).To(Equal(1))
+			g.Expect(f.ov.CallCount("FindVMsByName")).To(Equal(1), "looked up after the refusal, in the same reconcile")
+			got := f.get(t)
+			if tc.adopted {
+				g.Expect(got.Status.VMID).To(Equal(existing.ID))
+				return
+			}
+			g.Expect(got.Status.VMID).To(BeEmpty())
+			g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineCreatedCondition)).To(
+				ContainSubstring("already exists in oVirt (id " + existing.ID + ") and was not created for this OVirtMachine"))
+		})
+	}
+}

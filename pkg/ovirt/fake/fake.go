@@ -590,7 +590,9 @@ func (c *Client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 	}
 	for _, vm := range c.vms {
 		if vm.Name == spec.Name {
-			return nil, invalid("CreateVM", "Cannot add VM. The requested name is already in use.")
+			// As the Engine answers it: 409, CONFLICT (ACTION_TYPE_FAILED_NAME_ALREADY_USED).
+			return nil, &ovirt.Error{Op: "CreateVM", Status: 409, Kinds: []error{ovirt.ErrConflict},
+				Detail: "Operation Failed: [Cannot add VM. The VM name is already in use, please choose a unique name and try again.]"}
 		}
 	}
 	var tpl *ovirt.Template
