@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -24,8 +25,10 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
@@ -224,10 +227,22 @@ func (inv *Inventory) init() {
 	}
 }
 
-// Source is what the OVirtMachine controller watches: the machines the inventory wakes.
+// Source is what the OVirtMachine controller watches: the machines the inventory wakes. They
+// are queued at low priority: after a restart the first inventory wakes every machine whose VM it
+// had not seen yet, and a machine created meanwhile (a new object's event, at the default
+// priority) must not wait behind thousands of them.
 func (inv *Inventory) Source() source.Source {
 	inv.init()
-	return source.Channel(inv.wake, &handler.EnqueueRequestForObject{})
+	return source.Channel(inv.wake, handler.Funcs{
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
+			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
+				return
+			}
+			q.Add(req)
+		},
+	})
 }
 
 // NeedLeaderElection makes the inventory run on the leader only.
