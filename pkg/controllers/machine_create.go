@@ -247,8 +247,10 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	vm, err := s.ovirt.CreateVM(ctx, spec)
 	if err != nil && errors.Is(err, ovirt.ErrConflict) && !errors.Is(err, ovirt.ErrLocked) {
 		// The name is in use (the first create of an object does not look it up first): the
-		// lookup says whose VM it is, and adopts this object's own.
-		if found, cont, res, lerr := r.adoptByName(ctx, s); found {
+		// lookup says whose VM it is, and adopts this object's own, which this create did not
+		// make (an earlier release's, whose create was not recorded): its disks may not all be
+		// the template's.
+		if found, cont, res, lerr := r.adoptByName(ctx, s, false); found {
 			return cont, res, lerr
 		}
 	}

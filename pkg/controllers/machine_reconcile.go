@@ -312,7 +312,7 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		// Without the annotation, written before every create request and kept by moves and
 		// restores, no VM of this object exists; one of another is the Engine's to refuse (a
 		// name in use), and createVM looks the name up then.
-		if found, cont, res, err := r.adoptByName(ctx, s); found {
+		if found, cont, res, err := r.adoptByName(ctx, s, true); found {
 			return cont, res, err
 		}
 	}
@@ -322,7 +322,9 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 // adoptByName looks the machine's VM up by name. found is false when no VM has the name;
 // otherwise the lookup decided the step, whose result is cont, res and err: a VM of this object
 // adopted and recorded, duplicates or another's VM of that name reported, or an error.
-func (r *OVirtMachineReconciler) adoptByName(ctx context.Context, s *machineScope) (found, cont bool, res ctrl.Result, err error) {
+// mayBeOurCreate tells whether a create request of this object may have made the VM (then a
+// down VM has only the template's disks); false after the Engine refused this object's create.
+func (r *OVirtMachineReconciler) adoptByName(ctx context.Context, s *machineScope, mayBeOurCreate bool) (found, cont bool, res ctrl.Result, err error) {
 	om := s.om
 	name := vmNameOf(om)
 	vms, err := s.ovirt.FindVMsByName(ctx, name)
@@ -354,7 +356,7 @@ func (r *OVirtMachineReconciler) adoptByName(ctx context.Context, s *machineScop
 		if err != nil {
 			return true, false, ctrl.Result{}, fmt.Errorf("reading VM %s: %w", ours[0].ID, err)
 		}
-		if createRequested(om) && (vm.Status == ovirt.VMStatusDown || vm.Status == ovirt.VMStatusImageLocked) {
+		if mayBeOurCreate && (vm.Status == ovirt.VMStatusDown || vm.Status == ovirt.VMStatusImageLocked) {
 			// Created for this very object (same UID) and never started: no disk other than
 			// the template's can be attached yet.
 			om.Status.SystemDisksPending = ptr.To(true)

@@ -661,7 +661,7 @@ func TestANameInUseAtTheFirstCreateIsLookedUpAtOnce(t *testing.T) {
 			tpl, err := f.ov.FindTemplate(context.Background(), "rhcos-4.14", "")
 			g.Expect(err).NotTo(HaveOccurred())
 			existing := f.ov.PutVM(ovirt.VM{Name: VMNameFor("ns", "w-1"), Comment: tc.comment(f.om), Status: ovirt.VMStatusDown,
-				OriginalTemplateID: tpl.ID})
+				OriginalTemplateID: tpl.ID, Disks: []ovirt.Disk{{ID: "os-disk", Bootable: true}, {ID: "pvc-disk", Alias: "pvc-1"}}})
 			_, err = f.reconcile(t)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(f.ov.CallCount("CreateVM")).To(Equal(1))
@@ -669,6 +669,11 @@ func TestANameInUseAtTheFirstCreateIsLookedUpAtOnce(t *testing.T) {
 			got := f.get(t)
 			if tc.adopted {
 				g.Expect(got.Status.VMID).To(Equal(existing.ID))
+				// This create did not make the VM: a disk besides the template's may be
+				// attached, and is never taken for a system disk (it would be deleted with
+				// the VM).
+				g.Expect(got.Status.SystemDisksPending).To(BeNil())
+				g.Expect(got.Status.SystemDiskIDs).NotTo(ContainElement("pvc-disk"))
 				return
 			}
 			g.Expect(got.Status.VMID).To(BeEmpty())
