@@ -293,13 +293,13 @@ func (inv *Inventory) runDue(ctx context.Context, wg *sync.WaitGroup) {
 			inv.providers[p.Name] = pi
 		}
 		due := !pi.running && !now.Before(pi.next)
-		if due {
-			pi.running = true
-		}
 		inv.mu.Unlock()
-		if !due {
+		if !due || !inv.mayUse(ctx, p) {
 			continue
 		}
+		inv.mu.Lock()
+		pi.running = true
+		inv.mu.Unlock()
 		wg.Go(func() {
 			ok := inv.RunOnce(ctx, p)
 			inv.mu.Lock()
@@ -319,6 +319,23 @@ func (inv *Inventory) runDue(ctx context.Context, wg *sync.WaitGroup) {
 			inv.Metrics.forget(name)
 		}
 	}
+}
+
+// mayUse tells whether this manager takes the inventory of provider p: every provider without a
+// watch filter; with one, a provider that carries the filter's label (the manager reports on it)
+// or that one of the manager's machines names. Several managers, each with its watch filter,
+// then do not all list the VMs of every provider.
+func (inv *Inventory) mayUse(ctx context.Context, p *infrav1.OVirtProvider) bool {
+	if inv.WatchFilterValue == "" || p.Labels[clusterv1.WatchLabel] == inv.WatchFilterValue {
+		return true
+	}
+	machines := &infrav1.OVirtMachineList{}
+	if err := inv.Client.List(ctx, machines, client.MatchingFields{providerIndex: p.Name},
+		client.MatchingLabels{clusterv1.WatchLabel: inv.WatchFilterValue}, client.UnsafeDisableDeepCopy); err != nil {
+		inv.Log.Error(err, "Listing the machines of an OVirtProvider for the inventory", "OVirtProvider", klog.KObj(p))
+		return true // when in doubt, the inventory is taken as before
+	}
+	return len(machines.Items) > 0
 }
 
 // markerSearch is the text every VM of this management cluster has in its comment.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -460,4 +461,42 @@ func TestAMachineCreatedWhileTheInventoryWakesOthersGoesFirst(t *testing.T) {
 	next, priority, _ := q.GetWithPriority()
 	g.Expect(next.Name).To(HavePrefix("ready-"))
 	g.Expect(priority).To(Equal(handler.LowPriority))
+}
+
+// TestAManagerWithAWatchFilterTakesTheInventoryOnlyOfProvidersItsMachinesUse: several managers
+// share a management cluster, each with its --watch-filter; a manager listed the VMs of every
+// Ready provider, also of those none of its machines use (issue 34: several managers). It takes
+// the inventory of a provider that carries its watch label or that one of its machines names.
+func TestAManagerWithAWatchFilterTakesTheInventoryOnlyOfProvidersItsMachinesUse(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newInventoryFixture(t, "w-1")
+	f.inv.WatchFilterValue = "team-a"
+	conditions.Set(f.p, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+	g.Expect(f.c.Status().Update(ctx, f.p)).To(Succeed())
+	runDue := func() {
+		var wg sync.WaitGroup
+		f.inv.runDue(ctx, &wg)
+		wg.Wait()
+	}
+
+	runDue()
+	g.Expect(f.ov.CallCount("ListVMs")).To(BeZero(), "no machine of this manager uses p1")
+
+	om := &infrav1.OVirtMachine{}
+	g.Expect(f.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "w-1"}, om)).To(Succeed())
+	om.Labels = map[string]string{clusterv1.WatchLabel: "team-a"}
+	g.Expect(f.c.Update(ctx, om)).To(Succeed())
+	f.now = f.now.Add(2 * time.Minute)
+	runDue()
+	g.Expect(f.ov.CallCount("ListVMs")).To(BeNumerically(">", 0), "a machine of this manager uses p1")
+
+	// A manager without a watch filter takes every Ready provider's inventory.
+	f2 := newInventoryFixture(t)
+	conditions.Set(f2.p, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+	g.Expect(f2.c.Status().Update(ctx, f2.p)).To(Succeed())
+	var wg sync.WaitGroup
+	f2.inv.runDue(ctx, &wg)
+	wg.Wait()
+	g.Expect(f2.ov.CallCount("ListVMs")).To(BeNumerically(">", 0))
 }

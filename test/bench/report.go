@@ -215,7 +215,7 @@ func (rep *Report) Markdown(chartDir string) string {
 		w("\n%s spreads its machines over %d Clusters of %d, each in its own namespace with its own view of the workload API server that lists only its own Nodes, as separate workload clusters would; it runs last and leaves its machines in place (deleting 5,000 at 20 calls/s would take another 25 minutes).\n",
 			r.Name, r.clusters(), r.Machines/r.clusters())
 	}
-	w("\nLower bound = the larger of (N × %d calls − the 40-call burst) ÷ 20 calls/s (the oVirt rate limit) and N × %d calls × latency ÷ min(concurrency, 10 in flight) + one machine's image copy, disk extension and boot. %d calls is the minimal sequence: name lookup, create, read, grow disk, read, start, read; template, cluster and vNIC-profile lookups are cached.\n\n", MinimalCreateCalls, MinimalCreateCalls, MinimalCreateCalls)
+	w("\nLower bound = the larger of (N × %d calls − the 40-call burst) ÷ 20 calls/s (the oVirt rate limit) and N × %d calls × latency ÷ min(concurrency, 10 in flight) + one machine's image copy, disk extension and boot. %d calls is the declared minimal sequence: the writes a creation needs (create, grow disk, start, clear the bootstrap data) and the reads the Engine forces (image unlocked, disk unlocked, up); template, cluster and vNIC-profile lookups are cached. (Before 2026-12-05 the 7 calls were name lookup, create, read, grow disk, read, start, read.)\n\n", MinimalCreateCalls, MinimalCreateCalls, MinimalCreateCalls)
 
 	for _, r := range rep.Results {
 		if r.SteadyWindow > 0 {
