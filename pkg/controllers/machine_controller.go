@@ -368,20 +368,8 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !om.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	res, err := r.reconcileNormal(ctx, s)
-	if vmIDOf(om) != "" && !provisioned(om) {
-		// In flight: its next reconcile goes before new machines' (the queue's default
-		// priority), so that under a saturated oVirt rate limit the machines that have started
-		// in oVirt finish before new ones start (docs/benchmarks.md, fair progress).
-		res.Priority = ptr.To(inFlightPriority)
-	}
-	return res, err
+	return r.reconcileNormal(ctx, s)
 }
-
-// inFlightPriority is the work-queue priority of a machine whose VM exists and that is not Ready
-// yet; a new object's event has priority 0, the initial list's and the inventory's wakes
-// handler.LowPriority.
-const inFlightPriority = 10
 
 // readTracker remembers when the VM of each Ready machine was last read from oVirt, so that
 // reconciles triggered by unrelated updates do not cost an Engine call each.

@@ -682,27 +682,3 @@ func TestANameInUseAtTheFirstCreateIsLookedUpAtOnce(t *testing.T) {
 		})
 	}
 }
-
-// TestAMachineWhoseVMExistsGoesBeforeNewOnes: under a saturated oVirt rate limit, the machines
-// that have a VM in oVirt finish before new ones start (issue 34: fair progress, p50/total ≤ 0.6):
-// the reconcile of a machine with a VM that is not Ready yet asks the controller's priority queue
-// for a higher priority than a new object's event; a Ready machine keeps the default.
-func TestAMachineWhoseVMExistsGoesBeforeNewOnes(t *testing.T) {
-	g := NewWithT(t)
-	f := newMachineFixture(t)
-	res, err := f.reconcile(t)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(f.get(t).Status.VMID).NotTo(BeEmpty(), "the first reconcile creates the VM")
-	g.Expect(res.Priority).To(HaveValue(BeNumerically(">", 0)), "in flight: ahead of new machines")
-
-	// Without bootstrap data nothing is created: no priority of its own.
-	f2 := newMachineFixture(t)
-	m := &clusterv1.Machine{}
-	g.Expect(f2.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "w-1"}, m)).To(Succeed())
-	m.Spec.Bootstrap.DataSecretName = nil
-	g.Expect(f2.c.Update(context.Background(), m)).To(Succeed())
-	res, err = f2.reconcile(t)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(f2.get(t).Status.VMID).To(BeEmpty())
-	g.Expect(res.Priority).To(BeNil())
-}
