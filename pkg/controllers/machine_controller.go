@@ -143,6 +143,7 @@ type OVirtMachineReconciler struct {
 	Now func() time.Time
 
 	reads      readTracker
+	scheduled  readSchedule
 	waits      waitEstimator
 	controller controller.Controller
 }
@@ -280,6 +281,7 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, om); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.reads.forget(req.NamespacedName)
+			r.scheduled.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -369,6 +371,46 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.reconcileDelete(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// readSchedule remembers, for each machine waiting on oVirt work (its disks being created or
+// extended, its boot), when it reads its VM next: a reconcile in between (its own status patch, a
+// Machine or Cluster update) would read the VM again for nothing.
+type readSchedule struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+// set schedules the next read of the machine key.
+func (s *readSchedule) set(key types.NamespacedName, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[types.NamespacedName]time.Time{}
+	}
+	s.at[key] = at
+}
+
+// ahead returns how long until the scheduled read of key, when there is one still ahead; a due
+// read is forgotten (it happens now).
+func (s *readSchedule) ahead(key types.NamespacedName, now time.Time) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at[key]
+	if !ok {
+		return 0, false
+	}
+	if !now.Before(at) {
+		delete(s.at, key)
+		return 0, false
+	}
+	return at.Sub(now), true
+}
+
+func (s *readSchedule) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.at, key)
 }
 
 // readTracker remembers when the VM of each Ready machine was last read from oVirt, so that

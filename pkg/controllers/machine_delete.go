@@ -307,5 +307,6 @@ func (r *OVirtMachineReconciler) finishDelete(ctx context.Context, s *machineSco
 	v1beta1conditions.MarkTrue(s.om, infrav1.MachineDeletedCondition)
 	controllerutil.RemoveFinalizer(s.om, infrav1.MachineFinalizer)
 	r.reads.forget(client.ObjectKeyFromObject(s.om))
+	r.scheduled.forget(client.ObjectKeyFromObject(s.om))
 	return ctrl.Result{}, nil
 }

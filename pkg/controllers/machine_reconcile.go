@@ -185,7 +185,26 @@ func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv
 			wait = max(lowest, expected-elapsed+lowest/2)
 		}
 	}
-	return ctrl.Result{RequeueAfter: min(wait, r.Intervals.VMPoll)}
+	wait = min(wait, r.Intervals.VMPoll)
+	if waitingOnOVirt(om, step) {
+		r.scheduled.set(client.ObjectKeyFromObject(om), r.Now().Add(wait))
+	}
+	return ctrl.Result{RequeueAfter: wait}
+}
+
+// waitingOnOVirt reports whether the step waits for work oVirt does on its own (the disks being
+// made or extended, the boot): nothing in the management cluster can end that wait sooner.
+func waitingOnOVirt(om *infrav1.OVirtMachine, step clusterv1.ConditionType) bool {
+	reason := v1beta1conditions.GetReason(om, step)
+	switch step {
+	case infrav1.MachineCreatedCondition:
+		return reason == infrav1.VMCreatingReason
+	case infrav1.MachineDiskResizedCondition:
+		return reason == infrav1.DiskResizingReason
+	case infrav1.MachineOnCondition:
+		return reason == infrav1.VMPoweringUpReason
+	}
+	return false
 }
 
 func (r *OVirtMachineReconciler) retryLater() ctrl.Result {
@@ -289,6 +308,12 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 		return r.recordVM(ctx, s, s.listed)
 	}
 	if id := vmIDOf(om); id != "" {
+		if wait, ok := r.scheduled.ahead(client.ObjectKeyFromObject(om), r.Now()); ok {
+			// oVirt is making its disks or booting it, and its next read is scheduled: a
+			// reconcile in between costs the Engine nothing (docs/operations.md, "Work-queue
+			// order and scheduled reads").
+			return stop(ctrl.Result{RequeueAfter: wait}, nil)
+		}
 		vm, err := s.ovirt.GetVM(ctx, id)
 		if err != nil {
 			if errors.Is(err, ovirt.ErrNotFound) {

@@ -682,3 +682,31 @@ func TestANameInUseAtTheFirstCreateIsLookedUpAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestAnEventWhileTheVMIsBeingMadeCostsNoRead: a machine waiting on oVirt (its disks being
+// created or extended, its boot) reads its VM when the wait it scheduled is over; a reconcile in
+// between (its own status patch, a Machine or Cluster update) read the VM again for nothing
+// (issue 34: GET /vms/{id} 3 times per created machine, 8 when machines in flight are served
+// first). It now returns with the rest of the wait and no Engine call.
+func TestAnEventWhileTheVMIsBeingMadeCostsNoRead(t *testing.T) {
+	g := NewWithT(t)
+	f := newMachineFixture(t)
+	res, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.get(t).Status.VMID).NotTo(BeEmpty())
+	g.Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+	calls := len(f.ov.Calls())
+
+	// An event right after: no call, the rest of the wait.
+	f.now = f.now.Add(res.RequeueAfter / 2)
+	again, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.ov.Calls()[calls:]).To(BeEmpty())
+	g.Expect(again.RequeueAfter).To(BeNumerically("~", res.RequeueAfter-res.RequeueAfter/2, time.Millisecond))
+
+	// The scheduled read.
+	f.now = f.now.Add(again.RequeueAfter)
+	_, err = f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.ov.Calls()[calls:]).To(ContainElement("GetVM"))
+}
