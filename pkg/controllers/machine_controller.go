@@ -370,8 +370,21 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !om.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	return r.reconcileNormal(ctx, s)
+	res, err := r.reconcileNormal(ctx, s)
+	if vmIDOf(om) != "" && !provisioned(om) {
+		// In flight: its next reconcile goes before new machines' (the queue's default
+		// priority), so that under a saturated oVirt rate limit the machines that have started
+		// in oVirt finish before new ones start. Its reconciles before a scheduled read cost no
+		// Engine call (readSchedule), so serving it first spends no budget.
+		res.Priority = ptr.To(inFlightPriority)
+	}
+	return res, err
 }
+
+// inFlightPriority is the work-queue priority of a machine whose VM exists and that is not Ready
+// yet; a new object's event has priority 0, the initial list's and the inventory's wakes
+// handler.LowPriority.
+const inFlightPriority = 10
 
 // readSchedule remembers, for each machine waiting on oVirt work (its disks being created or
 // extended, its boot), when it reads its VM next: a reconcile in between (its own status patch, a

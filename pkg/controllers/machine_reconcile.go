@@ -97,13 +97,19 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 	}
 	// statusOnly is what is left for a machine whose VM is up as last observed (waiting for the
 	// Node, or nothing for a Ready machine): it needs no oVirt call.
+	cleared := r.KeepBootstrapData || ptr.Deref(om.Status.BootstrapDataCleared, false)
 	statusOnly := func() {
 		s.vm = &ovirt.VM{ID: om.Status.VMID, Name: vmNameOf(om), Status: ovirt.VMStatus(om.Status.VMState)}
 		phases = []phase{r.waitForClusterInfrastructure, r.reconcileNode}
+		if !cleared {
+			// Waiting for its Node: once it registers, the bootstrap data is cleared (the
+			// client comes from the provider's cache, no Engine call).
+			phases = []phase{r.waitForClusterInfrastructure, r.connect, r.reconcileNode, r.clearBootstrapData}
+		}
 	}
 	observed := false
-	if vmStepsDone(om) && (r.KeepBootstrapData || ptr.Deref(om.Status.BootstrapDataCleared, false)) {
-		if r.Inventory != nil && settled {
+	if vmStepsDone(om) {
+		if r.Inventory != nil && settled && cleared {
 			// A Ready machine takes its VM from the provider's inventory: no call of its own.
 			vm, complete, obs := r.Inventory.lookup(om.Spec.Provider, om.Status.VMID)
 			s.log.V(4).Info("Ready machine: the inventory's view of its VM", "observation", obs, "complete", complete)

@@ -710,3 +710,60 @@ func TestAnEventWhileTheVMIsBeingMadeCostsNoRead(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.ov.Calls()[calls:]).To(ContainElement("GetVM"))
 }
+
+// TestAMachineWaitingForItsNodeDoesNotReadItsVMOnEveryEvent: once its VM is up and every step
+// in oVirt is done, a machine waits for its Node; each reconcile in that wait (Node polls,
+// Machine updates, its own status patches) read its VM again, although nothing in oVirt is
+// pending (issue 34). It now reads it at most once per four Node polls, as a Ready machine
+// without addresses does.
+func TestAMachineWaitingForItsNodeDoesNotReadItsVMOnEveryEvent(t *testing.T) {
+	g := NewWithT(t)
+	f := newMachineFixture(t)
+	var err error
+	for range 20 {
+		var res ctrl.Result
+		res, err = f.reconcile(t)
+		if err != nil {
+			break
+		}
+		f.now = f.now.Add(max(res.RequeueAfter, time.Second))
+	}
+	g.Expect(err).To(MatchError(ContainSubstring("no workload cluster access")), "the machine waits for its Node")
+	g.Expect(vmStepsDone(f.get(t))).To(BeTrue())
+	reads := f.ov.CallCount("GetVM")
+
+	for range 3 {
+		f.now = f.now.Add(5 * time.Second)
+		_, _ = f.reconcile(t)
+	}
+	g.Expect(f.ov.CallCount("GetVM")).To(Equal(reads), "nothing pending in oVirt: no read")
+
+	f.now = f.now.Add(4 * f.r.Intervals.NodePoll)
+	_, _ = f.reconcile(t)
+	g.Expect(f.ov.CallCount("GetVM")).To(Equal(reads+1), "read again after four Node polls")
+}
+
+// TestAMachineWhoseVMExistsGoesBeforeNewOnes: under a saturated oVirt rate limit, the machines
+// that have a VM in oVirt finish before new ones start (issue 34: fair progress, p50/total ≤ 0.6):
+// the reconcile of a machine with a VM that is not Ready yet asks the controller's priority queue
+// for a higher priority than a new object's event (its reconciles before a scheduled read cost
+// no Engine call, so serving it first spends no budget).
+func TestAMachineWhoseVMExistsGoesBeforeNewOnes(t *testing.T) {
+	g := NewWithT(t)
+	f := newMachineFixture(t)
+	res, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.get(t).Status.VMID).NotTo(BeEmpty(), "the first reconcile creates the VM")
+	g.Expect(res.Priority).To(HaveValue(BeNumerically(">", 0)), "in flight: ahead of new machines")
+
+	// Without bootstrap data nothing is created: no priority of its own.
+	f2 := newMachineFixture(t)
+	m := &clusterv1.Machine{}
+	g.Expect(f2.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "w-1"}, m)).To(Succeed())
+	m.Spec.Bootstrap.DataSecretName = nil
+	g.Expect(f2.c.Update(context.Background(), m)).To(Succeed())
+	res, err = f2.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f2.get(t).Status.VMID).To(BeEmpty())
+	g.Expect(res.Priority).To(BeNil())
+}

@@ -59,7 +59,16 @@ func TestCrashAfterCreateAdoptsTheVM(t *testing.T) {
 	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	om = getOM(g, om)
 
-	// "The lost create": the VM exists in oVirt with this machine's marker, status knows nothing.
+	// "The lost create": the manager recorded that it creates the VM (as it does before every
+	// create request), the VM exists in oVirt with this machine's marker, status knows nothing.
+	g.Eventually(func() error {
+		cur := getOM(g, om)
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations["capov.infrastructure.cluster.x-k8s.io/vm-create-requested"] = om.Name
+		return k8s.Update(ctx, cur)
+	}, timeout, interval).Should(Succeed())
 	oc := ovirtClient(t)
 	cl, err := oc.FindCluster(ctx, "Default")
 	g.Expect(err).NotTo(HaveOccurred())
