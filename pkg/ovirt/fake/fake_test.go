@@ -31,7 +31,7 @@ func TestFakeClientRunsTheLifecycleInMemory(t *testing.T) {
 	g.Expect(vm.Status).To(Equal(ovirt.VMStatusDown))
 	g.Expect(vm.OriginalTemplateID).To(Equal(tpl.ID))
 	_, err = c.CreateVM(ctx, ovirt.VMSpec{Name: "m1", ClusterID: cl.ID, TemplateID: tpl.ID})
-	g.Expect(err).To(MatchError(ovirt.ErrInvalid), "names are unique")
+	g.Expect(err).To(MatchError(ovirt.ErrConflict), "names are unique (409, as the Engine answers)")
 
 	disk := vm.Disks[0]
 	g.Expect(c.UpdateDisk(ctx, vm.ID, disk.ID, ovirt.DiskUpdate{ProvisionedSize: disk.ProvisionedSize / 2})).To(MatchError(ovirt.ErrInvalid))
