@@ -234,7 +234,7 @@ func (rep *Report) Markdown(chartDir string) string {
 	}
 	if big := rep.largest(); big != nil {
 		w("### Time to Ready (%s)\n\n![time to Ready distribution](%s)\n\n", big.Name, filepath.ToSlash(filepath.Join(chartDir, "time-to-ready.png")))
-		w("All machines are created at once and the oVirt rate limit is the bottleneck: every machine's steps wait in one queue, so most machines finish near the end (p50 close to the total). The total is what the rate limit allows; finishing started machines first (controller-runtime's priority queue, with reconciles that do not re-read a VM before its scheduled read) was tried on 2026-11-30: p50 fell from 33 s to 29 s at N=100 but the total rose from 36-38 s to 41-53 s (the rate limit then idled while started machines waited for their reads), so it was not adopted.\n\n")
+		w("All machines are created at once and the oVirt rate limit is the bottleneck. Since 2026-12-05 a machine whose VM exists goes before new ones in the controller's priority queue, and its reconciles before a scheduled read cost no Engine call, so started machines finish first (p50 well below the total); the total is what the rate limit allows with the calls the manager makes (see \"Work-queue order, scheduled reads and the first create\" below).\n\n")
 	}
 	if rep.WebhookRequests > 0 {
 		w("### Admission webhook under load\n\nThe webhook binary (TLS with keep-alive, loopback) under a bounded load of %d AdmissionReviews (OVirtMachine create, defaulting and validation alternately) from %d concurrent clients on the same 2-core machine: p50 %s, p99 %s, %.0f requests/s, %d errors. A management cluster sends a few requests per second; the handler-level numbers are below.\n\n",
