@@ -386,57 +386,60 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // handler.LowPriority.
 const inFlightPriority = 10
 
-// readSchedule remembers, for each machine waiting on oVirt work (its disks being created or
-// extended, its boot), when it reads its VM next: a reconcile in between (its own status patch, a
-// Machine or Cluster update) would read the VM again for nothing.
-type readSchedule struct {
+// machineTimes is a time per machine, shared by concurrent reconciles (reconciles of one machine
+// never run at the same time).
+type machineTimes struct {
 	mu sync.Mutex
 	at map[types.NamespacedName]time.Time
 }
 
-// set schedules the next read of the machine key.
-func (s *readSchedule) set(key types.NamespacedName, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.at == nil {
-		s.at = map[types.NamespacedName]time.Time{}
+func (m *machineTimes) set(key types.NamespacedName, t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[types.NamespacedName]time.Time{}
 	}
-	s.at[key] = at
+	m.at[key] = t
 }
+
+func (m *machineTimes) get(key types.NamespacedName) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.at[key]
+	return t, ok
+}
+
+func (m *machineTimes) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.at, key)
+}
+
+// readSchedule remembers, for each machine waiting on oVirt work (its disks being created or
+// extended, its boot), when it reads its VM next: a reconcile in between (its own status patch, a
+// Machine or Cluster update) would read the VM again for nothing.
+type readSchedule struct{ machineTimes }
 
 // ahead returns how long until the scheduled read of key, when there is one still ahead; a due
 // read is forgotten (it happens now).
 func (s *readSchedule) ahead(key types.NamespacedName, now time.Time) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at, ok := s.at[key]
+	at, ok := s.get(key)
 	if !ok {
 		return 0, false
 	}
 	if !now.Before(at) {
-		delete(s.at, key)
+		s.forget(key)
 		return 0, false
 	}
 	return at.Sub(now), true
 }
 
-func (s *readSchedule) forget(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.at, key)
-}
-
 // readTracker remembers when the VM of each Ready machine was last read from oVirt, so that
 // reconciles triggered by unrelated updates do not cost an Engine call each.
-type readTracker struct {
-	mu    sync.Mutex
-	reads map[types.NamespacedName]time.Time
-}
+type readTracker struct{ machineTimes }
 
 func (t *readTracker) fresh(key types.NamespacedName, now time.Time, maxAge time.Duration) (time.Duration, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	last, ok := t.reads[key]
+	last, ok := t.get(key)
 	if !ok {
 		return 0, false
 	}
@@ -447,20 +450,7 @@ func (t *readTracker) fresh(key types.NamespacedName, now time.Time, maxAge time
 	return maxAge - age, true
 }
 
-func (t *readTracker) record(key types.NamespacedName, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.reads == nil {
-		t.reads = map[types.NamespacedName]time.Time{}
-	}
-	t.reads[key] = now
-}
-
-func (t *readTracker) forget(key types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.reads, key)
-}
+func (t *readTracker) record(key types.NamespacedName, now time.Time) { t.set(key, now) }
 
 // waitEstimator learns how long oVirt takes for each step (image copy, disk extension, boot)
 // from the machines that finished it: an exponentially weighted average per step and reason.
