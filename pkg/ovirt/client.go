@@ -62,10 +62,6 @@ type Client interface {
 	// (see VMQuery), a page below 1 or a page size outside 1..MaxVMPageSize.
 	ListVMs(ctx context.Context, q VMQuery) (VMPage, error)
 
-	// Budget reports the provider's oVirt call budget (its rate limiter) now, without waiting
-	// and without an engine call.
-	Budget() Budget
-
 	// CreateVM creates a VM from a template and returns it as the engine
 	// reported it (usually image_locked).
 	CreateVM(ctx context.Context, spec VMSpec) (*VM, error)

@@ -16,7 +16,7 @@ import (
 // reads are the Client methods that change nothing in oVirt: the only ones a fenced Client
 // still sends.
 var reads = []string{"Ping", "EngineInfo", "FindCluster", "FindTemplate", "FindStorageDomain", "FindVnicProfile", "GetVM",
-	"ListDiskAttachments", "FindVMsByName", "ListVMs", "Budget", "GetCluster", "ListAffinityGroups", "FindTag", "GetTag"}
+	"ListDiskAttachments", "FindVMsByName", "ListVMs", "GetCluster", "ListAffinityGroups", "FindTag", "GetTag"}
 
 // TestAFencedClientSendsNoWrite calls every method of ovirt.Client through a fenced Client whose
 // fence refuses: each one that is not a read returns ErrFenced and reaches nothing. A write

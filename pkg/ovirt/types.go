@@ -228,19 +228,6 @@ type VM struct {
 	ReportedDevices []ReportedDevice
 }
 
-// Budget is the state of a provider's oVirt call budget: its rate limiter, shared by every
-// client of the provider.
-type Budget struct {
-	// Unlimited is true when no rate limit applies (Tokens, Rate and Burst are then 0).
-	Unlimited bool
-	// Tokens are the calls that may start now without waiting; negative when calls already wait
-	// for the limiter (each waiting call holds a reservation).
-	Tokens float64
-	// Rate is the refill rate in calls per second, Burst the most calls that may start at once.
-	Rate  float64
-	Burst int
-}
-
 // MaxVMPageSize is the largest page ListVMs asks for.
 const MaxVMPageSize = 1000
 

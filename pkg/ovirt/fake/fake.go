@@ -49,8 +49,6 @@ type Client struct {
 	PowerFunc               func(ctx context.Context, vmID string, action ovirt.PowerAction) error
 	RemoveVMFunc            func(ctx context.Context, vmID string) error
 	UpdateVMFunc            func(ctx context.Context, vmID string, u ovirt.VMUpdate) error
-	// BudgetFunc replaces Budget (an unlimited budget by default).
-	BudgetFunc func() ovirt.Budget
 
 	GetClusterFunc                func(ctx context.Context, id string) (*ovirt.Cluster, error)
 	ListAffinityGroupsFunc        func(ctx context.Context, clusterID string) ([]ovirt.AffinityGroup, error)
