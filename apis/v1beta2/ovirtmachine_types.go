@@ -305,9 +305,12 @@ type OVirtMachineStatus struct {
 	// +optional
 	SystemDisksPending *bool `json:"systemDisksPending,omitempty"`
 
-	// bootstrapDataCleared is true once the bootstrap data (join token, for control planes CA
-	// keys) was removed from the VM's initialization.custom_script in oVirt, after the Node
-	// registered; the manager's --keep-bootstrap-data leaves it there.
+	// bootstrapDataCleared is true once the VM in oVirt holds no bootstrap data (join token, for
+	// control planes CA keys): the manager gives it to the VM's run only (oVirt's run once,
+	// never stored on the VM), or clears it from the VM's initialization.custom_script once the
+	// Node registered when the VM stores it (created by an earlier release, or an Ignition guest
+	// with static addresses). The manager's --keep-bootstrap-data stores it at creation and
+	// leaves it there.
 	// +optional
 	BootstrapDataCleared *bool `json:"bootstrapDataCleared,omitempty"`
 

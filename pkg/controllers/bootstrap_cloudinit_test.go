@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -112,9 +114,31 @@ func TestAKubeadmBootstrapTemplateReachesTheEngineRendered(t *testing.T) {
 	}
 	g.Expect(sent).NotTo(BeNil(), "the VM is created")
 	g.Expect(sent.HostName).To(Equal("w-1"))
-	g.Expect(sent.CustomScript).To(HavePrefix("#cloud-config\n"))
-	g.Expect(sent.CustomScript).To(ContainSubstring("name: 'w-1'"))
-	g.Expect(sent.CustomScript).NotTo(ContainSubstring("{{"))
+	g.Expect(sent.CustomScript).To(BeEmpty(), "the bootstrap data is not stored on the VM")
+	script := firstRunScript(t, f)
+	g.Expect(script).To(HavePrefix("#cloud-config\n"))
+	g.Expect(script).To(ContainSubstring("name: 'w-1'"))
+	g.Expect(script).NotTo(ContainSubstring("{{"))
+}
+
+// firstRunScript reconciles the fixture's machine until its VM was started and returns the
+// custom script of that run (run once).
+func firstRunScript(t *testing.T, f *machineFixture) string {
+	t.Helper()
+	for range 10 {
+		if id := f.get(t).Status.VMID; id != "" {
+			if script, ok := f.ov.RunOnceScript(id); ok {
+				return script
+			}
+		}
+		res, err := f.reconcile(t)
+		if err != nil && !strings.Contains(err.Error(), errNoNodeStep) {
+			t.Fatal(err)
+		}
+		f.now = f.now.Add(max(res.RequeueAfter, time.Minute))
+	}
+	t.Fatal("the VM was not started with run once")
+	return ""
 }
 
 // mustCluster is the id of the fake's cluster Default.
@@ -158,5 +182,6 @@ func TestAnIgnitionVMGetsItsHostName(t *testing.T) {
 	g.Expect(sent).NotTo(BeNil(), "the VM is created")
 	g.Expect(sent.OSType).To(Equal("rhcos_x64"))
 	g.Expect(sent.HostName).To(Equal("w-1"))
-	g.Expect(sent.CustomScript).To(Equal(config), "the Ignition config goes to the Engine as it is")
+	g.Expect(sent.CustomScript).To(BeEmpty(), "the bootstrap data is not stored on the VM")
+	g.Expect(firstRunScript(t, f)).To(Equal(config), "the Ignition config goes to the Engine's first run as it is")
 }

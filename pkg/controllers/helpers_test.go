@@ -37,20 +37,24 @@ func TestResolveCloneFollowsMachineThenProviderThenGate(t *testing.T) {
 
 func TestWaitForGrowsWithTheWaitBetweenBounds(t *testing.T) {
 	g := NewWithT(t)
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	now := start
 	r := &OVirtMachineReconciler{Intervals: Intervals{VMPoll: 10 * time.Second}, Now: func() time.Time { return now }}
-	om := &infrav1.OVirtMachine{}
+	om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
 	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(time.Second), "no condition yet: the shortest wait")
-	set := func(ago time.Duration) {
-		om.SetV1Beta1Conditions(clusterv1.Conditions{{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
-			Reason: infrav1.VMPoweringUpReason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}})
-	}
-	set(0)
+	om.SetV1Beta1Conditions(clusterv1.Conditions{{Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse,
+		Reason: infrav1.VMPoweringUpReason, LastTransitionTime: metav1.NewTime(start.Truncate(time.Second))}})
 	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(time.Second))
-	set(9 * time.Second)
+	now = start.Add(9 * time.Second)
 	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(3 * time.Second))
-	set(10 * time.Minute)
+	now = start.Add(10 * time.Minute)
 	g.Expect(r.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(10*time.Second), "never longer than VMPoll")
+
+	// Another process (after a restart) measures a wait that began before it from the
+	// condition's LastTransitionTime.
+	restarted := &OVirtMachineReconciler{Intervals: r.Intervals, Now: r.Now}
+	now = start.Add(9 * time.Second)
+	g.Expect(restarted.waitFor(om, infrav1.MachineOnCondition).RequeueAfter).To(Equal(3 * time.Second))
 }
 
 func TestReadyCopiesTheFirstStepThatIsNotDone(t *testing.T) {
@@ -170,31 +174,54 @@ func TestReadTrackerExpires(t *testing.T) {
 
 func TestWaitForAimsAtTheLearnedDuration(t *testing.T) {
 	g := NewWithT(t)
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	now := start
 	r := &OVirtMachineReconciler{Intervals: Intervals{VMPoll: 10 * time.Second}, Now: func() time.Time { return now }}
-	booting := func(ago time.Duration) *infrav1.OVirtMachine {
-		om := &infrav1.OVirtMachine{}
+	booting := func(name string, ago time.Duration) *infrav1.OVirtMachine {
+		om := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		om.SetV1Beta1Conditions(clusterv1.Conditions{{
 			Type: infrav1.MachineOnCondition, Status: corev1.ConditionFalse, Reason: infrav1.VMPoweringUpReason,
 			LastTransitionTime: metav1.NewTime(now.Add(-ago))}})
 		return om
 	}
-	// A first machine took 6s to boot.
-	r.waits.finished(booting(6*time.Second), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	// A first machine took 6s to boot (measured from its condition: this process did not see
+	// its wait begin).
+	r.waits.finished(booting("first", 6*time.Second), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
 	d, ok := r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(d).To(Equal(6 * time.Second))
-	// The next one, booting for 1s, is read once, right after the expected 6s.
-	g.Expect(r.waitFor(booting(time.Second), infrav1.MachineOnCondition).RequeueAfter).To(Equal(5*time.Second + 500*time.Millisecond))
-	// Past the expectation, the wait grows with the time waited again.
-	g.Expect(r.waitFor(booting(9*time.Second), infrav1.MachineOnCondition).RequeueAfter).To(Equal(3 * time.Second))
+
+	// The next one starts booting now: it is read once, 6s and a margin of a tenth of it (at
+	// most half the shortest wait) later. Its LastTransitionTime, read back, lost the
+	// sub-second part: the wait counts from when this process saw it begin.
+	now = start.Add(700 * time.Millisecond)
+	second := booting("second", 0)
+	second.GetV1Beta1Conditions()[0].LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+	g.Expect(r.waitFor(second, infrav1.MachineOnCondition).RequeueAfter).To(Equal(6*time.Second + 500*time.Millisecond))
+	// Done at that read: the margin does not count, the estimate stays 6s.
+	now = now.Add(6*time.Second + 500*time.Millisecond)
+	r.waits.finished(second, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
+	g.Expect(d).To(Equal(6 * time.Second))
+
+	// A machine whose read came early: the wait grows with the time waited, and its whole wait
+	// counts (7s here: the estimate moves to 6.25s).
+	third := booting("third", 0)
+	g.Expect(r.waitFor(third, infrav1.MachineOnCondition).RequeueAfter).To(Equal(6*time.Second + 500*time.Millisecond))
+	now = now.Add(6*time.Second + 500*time.Millisecond)
+	g.Expect(r.waitFor(third, infrav1.MachineOnCondition).RequeueAfter).To(Equal(6500*time.Millisecond/3), "past the expectation: a third of the time waited")
+	now = now.Add(500 * time.Millisecond)
+	r.waits.finished(third, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
+	g.Expect(d).To(Equal(6*time.Second + 250*time.Millisecond))
+
 	// Another reason of the same step is not mixed in.
 	_, ok = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason)
 	g.Expect(ok).To(BeFalse())
-	// Averages move slowly: a 2s boot moves the estimate to 5s.
-	r.waits.finished(booting(2*time.Second), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	// Averages move slowly: a 2.25s boot moves the estimate to 5.25s.
+	r.waits.finished(booting("fourth", 2250*time.Millisecond), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
 	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
-	g.Expect(d).To(Equal(5 * time.Second))
+	g.Expect(d).To(Equal(5*time.Second + 250*time.Millisecond))
 }
 
 func TestCheckTrackerChecksAgainWhenSettingsChange(t *testing.T) {

@@ -50,6 +50,7 @@ func TestARunningOrphanIsReportedNotStopped(t *testing.T) {
 	f.run(t)
 	f.run(t)
 	g.Expect(f.ov.CallCount("Power")).To(BeZero(), "a running orphan is never stopped")
+	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero(), "a running orphan is never stopped")
 	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero())
 	vm, ok := f.ov.VM(up.ID)
 	g.Expect(ok).To(BeTrue())

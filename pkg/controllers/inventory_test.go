@@ -256,6 +256,7 @@ func TestOrphanedVMsAreReportedNotDeletedByDefault(t *testing.T) {
 	f.run(t)
 	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero())
 	g.Expect(f.ov.CallCount("Power")).To(BeZero())
+	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero())
 	g.Expect(f.rec.Events).To(BeEmpty(), "the event is emitted when an orphan appears, not at every inventory")
 }
 
@@ -284,6 +285,7 @@ func TestOrphanedVMsAreRemovedAfterTheGracePeriodWhenOptedIn(t *testing.T) {
 	g.Expect(conditions.GetMessage(p, infrav1.OrphanedVMsCondition)).To(ContainSubstring("pvc-1234"))
 	g.Expect(*p.Status.Inventory.OrphanedVMs).To(BeEquivalentTo(1))
 	g.Expect(f.ov.CallCount("Power")).To(BeZero(), "CAPOV never stops an orphan")
+	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero(), "CAPOV never stops an orphan")
 	var removed bool
 	for len(f.rec.Events) > 0 {
 		if strings.Contains(<-f.rec.Events, eventOrphanedVMRemoved) {
@@ -395,6 +397,7 @@ func TestAnOrphanIsRemovedOnlyWithAVerifiedProofWhileItsClusterIsHere(t *testing
 	}
 	g.Expect(f.ov.CallCount("RemoveVM")).To(Equal(2), "the proven one, and the test's own removal of the original")
 	g.Expect(f.ov.CallCount("Power")).To(BeZero())
+	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero())
 }
 
 // TestAProviderReportsOnlyItsOwnOrphansInNamespacesItAllows: every orphan of the management

@@ -692,6 +692,10 @@ func (r *OVirtMachineReconciler) configureNetwork(ctx context.Context, s *machin
 		}
 		return stop(ctrl.Result{}, fmt.Errorf("configuring the network of VM %s: %w", vm.ID, err))
 	}
+	if update.CustomScript != nil {
+		// The VM stores the Ignition config now: its first start uses that one (runOnceScript).
+		vm.CustomScriptStored = true
+	}
 	var summary []string
 	for _, n := range nets {
 		var parts []string

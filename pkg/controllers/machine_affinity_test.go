@@ -54,12 +54,13 @@ func TestAMachineJoinsOnlyTheGroupsItsProviderAllows(t *testing.T) {
 			members, _ := f.ov.AffinityGroupByName(grp.Name)
 			if tc.joined {
 				g.Expect(members.VMIDs).To(ConsistOf(got.Status.VMID))
-				g.Expect(f.ov.CallCount("Power")).NotTo(BeZero())
+				g.Expect(f.ov.CallCount("RunOnce")).NotTo(BeZero(), "started with its bootstrap data")
 				return
 			}
 			g.Expect(f.ov.CallCount("AddVMToAffinityGroup")).To(BeZero(), "nothing written")
 			g.Expect(members.VMIDs).To(BeEmpty())
 			g.Expect(f.ov.CallCount("Power")).To(BeZero(), "the VM does not start outside its group")
+			g.Expect(f.ov.CallCount("RunOnce")).To(BeZero(), "the VM does not start outside its group")
 			g.Expect(v1beta1conditions.GetReason(got, infrav1.MachineOnCondition)).To(Equal(infrav1.AffinityGroupNotAllowedReason))
 			g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineOnCondition)).To(ContainSubstring(`"team-spread"`))
 			g.Expect(v1beta1conditions.GetMessage(got, infrav1.MachineOnCondition)).NotTo(ContainSubstring("payments"), "another tenant's cluster is not named")

@@ -128,8 +128,8 @@ type OVirtMachineReconciler struct {
 	Gates featuregates.Gates
 	// Intervals are the waits of the lifecycle.
 	Intervals Intervals
-	// KeepBootstrapData leaves the bootstrap data in the VM's initialization.custom_script in
-	// oVirt after the Node registered (by default it is cleared then).
+	// KeepBootstrapData stores the bootstrap data in the VM's initialization.custom_script at
+	// creation and leaves it there (by default it goes to the VM's first run only, run once).
 	KeepBootstrapData bool
 	// WatchFilterValue limits reconciliation to labelled objects.
 	WatchFilterValue string
@@ -265,6 +265,9 @@ type machineScope struct {
 	vm    *ovirt.VM
 	// vmRead is set when vm was just read from oVirt (it then counts as an observation).
 	vmRead bool
+	// vmFromStatus is set when vm stands for the VM as status last recorded it, without a read:
+	// its fields beyond id, name and status are unknown.
+	vmFromStatus bool
 	// listed is the VM as the provider's inventory listed it, when the machine takes it from
 	// there instead of reading it (ensureVM).
 	listed *ovirt.VM
@@ -282,6 +285,7 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.reads.forget(req.NamespacedName)
 			r.scheduled.forget(req.NamespacedName)
+			r.waits.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -454,31 +458,99 @@ func (t *readTracker) record(key types.NamespacedName, now time.Time) { t.set(ke
 
 // waitEstimator learns how long oVirt takes for each step (image copy, disk extension, boot)
 // from the machines that finished it: an exponentially weighted average per step and reason.
+// It also remembers when each machine began its current wait, as this process saw it (the
+// condition's LastTransitionTime, read back from the API server, has a one-second resolution:
+// a read aimed from it comes up to a second early, and finds the step unfinished).
 type waitEstimator struct {
-	mu  sync.Mutex
-	est map[string]time.Duration
+	mu     sync.Mutex
+	est    map[string]time.Duration
+	starts map[types.NamespacedName]waitStart
 }
 
-// finished records the wait of a step that was False with reason and is done now.
+// waitStart is the wait of one machine for one step: when it began, the margin its first read
+// was aimed after the expected end, and whether a read found the step still unfinished.
+type waitStart struct {
+	step   clusterv1.ConditionType
+	reason string
+	at     time.Time
+	margin time.Duration
+	early  bool
+}
+
+// begin returns the wait of key for step and reason: the one recorded, a read having found it
+// unfinished since (early), or a new one from now (from fallback, the condition's
+// LastTransitionTime, when that is older than a second: a wait that began before this process).
+func (e *waitEstimator) begin(key types.NamespacedName, step clusterv1.ConditionType, reason string, now, fallback time.Time) waitStart {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ws, ok := e.starts[key]; ok && ws.step == step && ws.reason == reason {
+		ws.early = true
+		e.starts[key] = ws
+		return ws
+	}
+	at := now
+	if !fallback.IsZero() && now.Sub(fallback) > time.Second {
+		at = fallback
+	}
+	if e.starts == nil {
+		e.starts = map[types.NamespacedName]waitStart{}
+	}
+	ws := waitStart{step: step, reason: reason, at: at}
+	e.starts[key] = ws
+	return ws
+}
+
+// aimed records the margin the next read of key's wait is aimed after the expected end.
+func (e *waitEstimator) aimed(key types.NamespacedName, margin time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ws, ok := e.starts[key]; ok {
+		ws.margin = margin
+		e.starts[key] = ws
+	}
+}
+
+// forget drops the wait of a machine that is gone.
+func (e *waitEstimator) forget(key types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.starts, key)
+}
+
+// finished records the wait of a step that was False with reason and is done now. The wait is
+// measured from when it began in this process when known (else from LastTransitionTime); a step
+// found done at the first read, aimed margin after the expected end, counts without that margin,
+// so that the estimate does not creep up by it.
 func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1.ConditionType, reason string, now time.Time) {
 	c := v1beta1conditions.Get(om, step)
 	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != reason {
 		return
 	}
-	d := now.Sub(c.LastTransitionTime.Time)
+	key := client.ObjectKeyFromObject(om)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start := c.LastTransitionTime.Time
+	var late time.Duration
+	if ws, ok := e.starts[key]; ok && ws.step == step && ws.reason == reason {
+		start = ws.at
+		if !ws.early {
+			late = ws.margin
+		}
+		delete(e.starts, key)
+	}
+	d := now.Sub(start)
 	if d <= 0 || d > time.Hour {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	d = max(d-late, time.Millisecond)
 	if e.est == nil {
 		e.est = map[string]time.Duration{}
 	}
-	key := string(step) + "/" + reason
-	if old, ok := e.est[key]; ok {
+	k := string(step) + "/" + reason
+	if old, ok := e.est[k]; ok {
 		d = (3*old + d) / 4
 	}
-	e.est[key] = d
+	e.est[k] = d
 }
 
 // expected returns the learned duration of a step.

@@ -77,6 +77,15 @@ func (r *OVirtMachineReconciler) readBootstrapData(ctx context.Context, s *machi
 	return &bootstrapData{value: string(value), format: format}, nil
 }
 
+// bootstrapScript is the initialization custom script of bootstrap data: an Ignition config as
+// it is, cloud-config rendered for the Engine's cloud-init user data.
+func bootstrapScript(boot *bootstrapData, hostName string) (string, error) {
+	if boot.format == formatIgnition {
+		return boot.value, nil
+	}
+	return renderCloudConfigTemplate(boot.value, hostName)
+}
+
 // isIgnitionConfig reports whether data is a JSON object with an ignition.version, the least the
 // Engine needs to build an Ignition config drive.
 func isIgnitionConfig(data []byte) bool {
@@ -173,7 +182,6 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		Type: ovirt.VMType(om.Spec.VMType), Comment: marker.String(),
 		Description: truncateText(fmt.Sprintf("Cluster API machine %s/%s of cluster %s, managed by CAPOV",
 			s.machine.Namespace, s.machine.Name, s.cluster.Name), maxDescriptionLength),
-		CustomScript: boot.value,
 		// The Engine takes at most 50 characters of [0-9a-zA-Z_-]: "capov-" and the 36 of a UID.
 		CorrelationID: "capov-" + string(om.UID),
 	}
@@ -184,13 +192,16 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 	if boot.format == formatIgnition {
 		// The Engine builds an ignition config drive only for this OS type (the template's).
 		spec.OSType = osTypeIgnition
-	} else {
-		script, err := renderCloudConfigTemplate(boot.value, spec.HostName)
-		if err != nil {
-			created(infrav1.BootstrapDataInvalidReason, clusterv1.ConditionSeverityWarning, "bootstrap data Secret %s/%s: %v",
-				s.machine.Namespace, ptr.Deref(s.machine.Spec.Bootstrap.DataSecretName, ""), err)
-			return stop(r.retryLater(), nil)
-		}
+	}
+	// The script is checked now; it goes to the VM's first run (run once, reconcilePower),
+	// or, with --keep-bootstrap-data, is stored on the VM.
+	script, err := bootstrapScript(boot, spec.HostName)
+	if err != nil {
+		created(infrav1.BootstrapDataInvalidReason, clusterv1.ConditionSeverityWarning, "bootstrap data Secret %s/%s: %v",
+			s.machine.Namespace, ptr.Deref(s.machine.Spec.Bootstrap.DataSecretName, ""), err)
+		return stop(r.retryLater(), nil)
+	}
+	if r.KeepBootstrapData {
 		spec.CustomScript = script
 	}
 	if c := om.Spec.CPU; c != nil {

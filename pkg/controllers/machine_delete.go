@@ -308,5 +308,6 @@ func (r *OVirtMachineReconciler) finishDelete(ctx context.Context, s *machineSco
 	controllerutil.RemoveFinalizer(s.om, infrav1.MachineFinalizer)
 	r.reads.forget(client.ObjectKeyFromObject(s.om))
 	r.scheduled.forget(client.ObjectKeyFromObject(s.om))
+	r.waits.forget(client.ObjectKeyFromObject(s.om))
 	return ctrl.Result{}, nil
 }

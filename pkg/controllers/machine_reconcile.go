@@ -100,6 +100,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 	cleared := r.KeepBootstrapData || ptr.Deref(om.Status.BootstrapDataCleared, false)
 	statusOnly := func() {
 		s.vm = &ovirt.VM{ID: om.Status.VMID, Name: vmNameOf(om), Status: ovirt.VMStatus(om.Status.VMState)}
+		s.vmFromStatus = true
 		phases = []phase{r.waitForClusterInfrastructure, r.reconcileNode}
 		if !cleared {
 			// Waiting for its Node: once it registers, the bootstrap data is cleared (the
@@ -176,24 +177,31 @@ func next() (bool, ctrl.Result, error) { return true, ctrl.Result{}, nil }
 
 // waitFor returns when to look again at a VM on which oVirt works (image copy, disk extension,
 // boot, shutdown). When earlier machines taught how long the step takes, the VM is read once
-// that time has passed; otherwise (or once past it) the wait grows with the time already waited
-// (a third of it). Waits stay between a tenth of VMPoll (at least 100ms) and VMPoll: short
-// operations are noticed within a second, long ones cost few reads, and under a rate limit the
-// Engine is not asked uselessly.
+// that time has passed since the wait began, with a small margin (a tenth of it, between 50ms
+// and half the shortest wait) so that the read does not come early; otherwise (or once past
+// it) the wait grows with the time already waited (a third of it). Waits stay between a tenth
+// of VMPoll (at least 100ms) and VMPoll: short operations are noticed within a second, long
+// ones cost few reads, and under a rate limit the Engine is not asked uselessly.
 func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv1.ConditionType) ctrl.Result {
 	lowest := max(r.Intervals.VMPoll/10, 100*time.Millisecond)
 	wait := lowest
+	key := client.ObjectKeyFromObject(om)
 	if ltt := v1beta1conditions.GetLastTransitionTime(om, step); ltt != nil && v1beta1conditions.IsFalse(om, step) {
-		elapsed := r.Now().Sub(ltt.Time)
+		now, reason := r.Now(), v1beta1conditions.GetReason(om, step)
+		ws := r.waits.begin(key, step, reason, now, ltt.Time)
+		elapsed := now.Sub(ws.at)
 		wait = max(lowest, elapsed/3)
-		if expected, ok := r.waits.expected(step, v1beta1conditions.GetReason(om, step)); ok && expected > elapsed {
-			// LastTransitionTime has a one-second resolution once read back: aim just after.
-			wait = max(lowest, expected-elapsed+lowest/2)
+		if expected, ok := r.waits.expected(step, reason); ok {
+			margin := min(max(expected/10, 50*time.Millisecond), lowest/2)
+			if expected+margin > elapsed {
+				wait = max(expected-elapsed+margin, 10*time.Millisecond)
+				r.waits.aimed(key, margin)
+			}
 		}
 	}
 	wait = min(wait, r.Intervals.VMPoll)
 	if waitingOnOVirt(om, step) {
-		r.scheduled.set(client.ObjectKeyFromObject(om), r.Now().Add(wait))
+		r.scheduled.set(key, r.Now().Add(wait))
 	}
 	return ctrl.Result{RequeueAfter: wait}
 }
@@ -720,7 +728,15 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		}
 		return next()
 	case ovirt.VMStatusDown:
-		if err := s.ovirt.Power(ctx, vm.ID, ovirt.PowerStart); err != nil {
+		script, once, done, res, err := r.runOnceScript(ctx, s)
+		if done {
+			return stop(res, err)
+		}
+		start := func() error { return s.ovirt.Power(ctx, vm.ID, ovirt.PowerStart) }
+		if once {
+			start = func() error { return s.ovirt.RunOnce(ctx, vm.ID, script) }
+		}
+		if err := start(); err != nil {
 			switch {
 			case errors.Is(err, ovirt.ErrLocked):
 				return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
@@ -741,6 +757,10 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 				return stop(r.retryLater(), nil)
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("starting VM %s: %w", vm.ID, err))
+		}
+		if once {
+			// Nothing of the bootstrap data is stored on the VM: there is nothing to clear.
+			om.Status.BootstrapDataCleared = ptr.To(true)
 		}
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMStarted, "PowerOn", "Started VM %s", vm.ID)
 		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1.ConditionSeverityInfo, "powering up")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -440,14 +441,56 @@ func (r *OVirtMachineReconciler) waitLocked(s *machineScope, cond clusterv1.Cond
 	return ctrl.Result{RequeueAfter: lockedPoll}
 }
 
+// runOnceScript decides how a VM that is down starts: with run once and the bootstrap data as
+// the custom script of that run (once), unless the Node registered already (the guest needs
+// nothing more), the VM stores a custom script of its own (created by an earlier release, or an
+// Ignition guest whose network keyfiles were merged into it: the Engine builds the payload from
+// that one) or --keep-bootstrap-data stores it at creation. With done the reconcile stops
+// with res and err (the bootstrap data cannot be read).
+func (r *OVirtMachineReconciler) runOnceScript(ctx context.Context, s *machineScope) (script string, once, done bool, res ctrl.Result, err error) {
+	om := s.om
+	if r.KeepBootstrapData || s.vm.CustomScriptStored || provisioned(om) || v1beta1conditions.IsTrue(om, infrav1.K8sProviderIDSetupCondition) {
+		return "", false, false, ctrl.Result{}, nil
+	}
+	fail := func(reason string, format string, args ...any) (string, bool, bool, ctrl.Result, error) {
+		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, reason, clusterv1.ConditionSeverityWarning, format, args...)
+		return "", false, true, r.retryLater(), nil
+	}
+	if s.machine == nil || s.machine.Spec.Bootstrap.DataSecretName == nil {
+		return fail(infrav1.WaitingForBootstrapDataReason, "waiting for the bootstrap data to start VM %s with it", s.vm.ID)
+	}
+	boot, err := r.readBootstrapData(ctx, s)
+	if err != nil {
+		var invalid *bootstrapInvalidError
+		switch {
+		case apierrors.IsNotFound(err):
+			return fail(infrav1.WaitingForBootstrapDataReason, "waiting for bootstrap data Secret %s/%s to start VM %s with it",
+				s.machine.Namespace, *s.machine.Spec.Bootstrap.DataSecretName, s.vm.ID)
+		case errors.As(err, &invalid):
+			return fail(infrav1.BootstrapDataInvalidReason, "%v", err)
+		}
+		return "", false, true, ctrl.Result{}, fmt.Errorf("reading bootstrap data: %w", err)
+	}
+	script, err = bootstrapScript(boot, hostNameFor(om.Namespace, om.Name))
+	if err != nil {
+		return fail(infrav1.BootstrapDataInvalidReason, "bootstrap data Secret %s/%s: %v", s.machine.Namespace, *s.machine.Spec.Bootstrap.DataSecretName, err)
+	}
+	return script, true, false, ctrl.Result{}, nil
+}
+
 // clearBootstrapData removes the bootstrap data from the VM's initialization.custom_script once
-// the Node registered: the Engine returns it on every read of the VM to anyone who may see the
+// the Node registered, when the VM stores it (a VM started with run once does not): the Engine returns it on every read of the VM to anyone who may see the
 // VM, and keeps it in its database and backups, while the guest has no more use for it (the
 // Engine attaches a payload only before the VM's first Up). The host name stays. A failure is
 // reported and retried; it never makes the machine unready.
 func (r *OVirtMachineReconciler) clearBootstrapData(ctx context.Context, s *machineScope) (bool, ctrl.Result, error) {
 	om := s.om
 	if r.KeepBootstrapData || ptr.Deref(om.Status.BootstrapDataCleared, false) || !v1beta1conditions.IsTrue(om, infrav1.K8sProviderIDSetupCondition) {
+		return true, ctrl.Result{}, nil
+	}
+	if !s.vm.CustomScriptStored && !s.vmFromStatus {
+		// Read just now: the VM stores no custom script (it ran once with the bootstrap data).
+		om.Status.BootstrapDataCleared = ptr.To(true)
 		return true, ctrl.Result{}, nil
 	}
 	if err := s.ovirt.UpdateVM(ctx, s.vm.ID, ovirt.VMUpdate{ClearCustomScript: true}); err != nil {

@@ -331,6 +331,7 @@ func TestAProviderIDNamingAForeignVMIsNeverWritten(t *testing.T) {
 		f.now = f.now.Add(max(res.RequeueAfter, 10*time.Minute))
 	}
 	g.Expect(f.ov.CallCount("Power")).To(BeZero())
+	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero())
 	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero())
 	g.Expect(f.ov.CallCount("UpdateVM")).To(BeZero())
 	got, _ := f.ov.VM(vm.ID)
@@ -499,14 +500,15 @@ func TestAVMLockedForTooLongIsReportedAndPolledLessOften(t *testing.T) {
 	g.Expect(warnings).To(Equal(1))
 }
 
-// TestBootstrapDataIsClearedOnceTheNodeRegistered: the bootstrap data stays in oVirt (and is
-// returned on every read of the VM) until the Node registered; then it is cleared once, unless
-// the manager keeps it.
+// TestBootstrapDataIsClearedOnceTheNodeRegistered: bootstrap data stored on a VM (by an earlier
+// release, or merged with an Ignition guest's network keyfiles) stays in oVirt (and is returned
+// on every read of the VM) until the Node registered; then it is cleared once, unless the
+// manager keeps it.
 func TestBootstrapDataIsClearedOnceTheNodeRegistered(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newMachineFixture(t)
-	vm := f.ov.PutVM(ovirt.VM{ID: "vm-1", Status: ovirt.VMStatusUp})
+	vm := f.ov.PutVM(ovirt.VM{ID: "vm-1", Status: ovirt.VMStatusUp, CustomScriptStored: true})
 	s := &machineScope{log: ctrl.Log, om: f.om.DeepCopy(), ovirt: f.ov, vm: &vm}
 
 	done, _, err := f.r.clearBootstrapData(ctx, s)
@@ -539,6 +541,28 @@ func TestBootstrapDataIsClearedOnceTheNodeRegistered(t *testing.T) {
 	done, _, err = f.r.clearBootstrapData(ctx, s)
 	g.Expect(done, err).To(BeTrue())
 	g.Expect(sent).To(HaveLen(2), "cleared once")
+}
+
+// TestAVMThatRanOnceNeedsNoClearing: a VM started with run once stores no bootstrap data, so
+// nothing is cleared (no PUT /vms/{id}) when its Node registers; one known only from status
+// (not read in this reconcile) is cleared as before, since its script cannot be seen.
+func TestAVMThatRanOnceNeedsNoClearing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	vm := f.ov.PutVM(ovirt.VM{ID: "vm-1", Status: ovirt.VMStatusUp})
+	s := &machineScope{log: ctrl.Log, om: f.om.DeepCopy(), ovirt: f.ov, vm: &vm}
+	v1beta1conditions.MarkTrue(s.om, infrav1.K8sProviderIDSetupCondition)
+	done, _, err := f.r.clearBootstrapData(ctx, s)
+	g.Expect(done, err).To(BeTrue())
+	g.Expect(f.ov.CallCount("UpdateVM")).To(BeZero(), "nothing stored, nothing to clear")
+	g.Expect(s.om.Status.BootstrapDataCleared).To(HaveValue(BeTrue()))
+
+	s = &machineScope{log: ctrl.Log, om: f.om.DeepCopy(), ovirt: f.ov, vm: &ovirt.VM{ID: "vm-1", Status: ovirt.VMStatusUp}, vmFromStatus: true}
+	v1beta1conditions.MarkTrue(s.om, infrav1.K8sProviderIDSetupCondition)
+	done, _, err = f.r.clearBootstrapData(ctx, s)
+	g.Expect(done, err).To(BeTrue())
+	g.Expect(f.ov.CallCount("UpdateVM")).To(Equal(1), "a VM not read now is cleared")
 }
 
 // TestTheManagerEnforcesAllowedNamespacesToo: admission refuses an OVirtMachine in a namespace

@@ -121,6 +121,7 @@ func TestAnObjectOfAnotherManagementClusterCannotTakeOverAVM(t *testing.T) {
 	}
 	g.Expect(f.ov.CallCount("UpdateVM")).To(BeZero(), "the victim's marker is never rewritten")
 	g.Expect(f.ov.CallCount("Power")).To(BeZero())
+	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero())
 	g.Expect(f.ov.CallCount("RemoveVM")).To(BeZero())
 	got, _ := f.ov.VM(vm.ID)
 	g.Expect(got.Status).To(Equal(ovirt.VMStatusUp))

@@ -86,6 +86,14 @@ type Client interface {
 	// accepted the action; callers poll GetVM for the resulting status.
 	Power(ctx context.Context, vmID string, action PowerAction) error
 
+	// RunOnce starts a VM with "run once" (POST /vms/{id}/start with a <vm> and volatile): the
+	// initialization custom script given applies to this run only and is never stored on the
+	// VM; the Engine builds a payload from it only while the VM has never been up (the rest of
+	// the initialization, the host name, is the VM's own). volatile makes a reboot of this run
+	// a cold one, back to the VM's stored configuration. ErrInvalid, before any call, for an
+	// empty VM id. The script is a secret: never logged.
+	RunOnce(ctx context.Context, vmID string, customScript string) error
+
 	// RemoveVM deletes the VM and every disk still attached to it.
 	RemoveVM(ctx context.Context, vmID string) error
 

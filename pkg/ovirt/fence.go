@@ -119,6 +119,14 @@ func (c *fencedClient) Power(ctx context.Context, vmID string, action PowerActio
 	return c.Client.Power(ctx, vmID, action)
 }
 
+func (c *fencedClient) RunOnce(ctx context.Context, vmID string, customScript string) error {
+	ctx, err := c.check(ctx, "RunOnce")
+	if err != nil {
+		return err
+	}
+	return c.Client.RunOnce(ctx, vmID, customScript)
+}
+
 func (c *fencedClient) RemoveVM(ctx context.Context, vmID string) error {
 	ctx, err := c.check(ctx, "RemoveVM")
 	if err != nil {

@@ -226,6 +226,9 @@ type VM struct {
 	// NIC, in no stable order. Deduplicated by name and MAC; empty without a guest agent.
 	// Filled by GetVM and ListVMs only.
 	ReportedDevices []ReportedDevice
+	// CustomScriptStored is true when the VM stores an initialization.custom_script (bootstrap
+	// data given at creation, as releases before run once did). Its content is never kept.
+	CustomScriptStored bool
 }
 
 // MaxVMPageSize is the largest page ListVMs asks for.

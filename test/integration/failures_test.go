@@ -108,7 +108,8 @@ func TestBootstrapDataNotReadyWaitsWithoutCreating(t *testing.T) {
 	vm := eventuallyVM(t, om.Name, nil)
 	// Ignition needs the rhcos_x64 OS type for the Engine to build its config drive.
 	g.Expect(vm.OSType).To(Equal("rhcos_x64"))
-	g.Expect(vm.CustomScript).To(ContainSubstring("ignition"))
+	g.Eventually(func() string { in, _ := sim.Initialization(vm.ID); return in.UserData }, timeout, interval).Should(ContainSubstring("ignition"),
+		"the first run's payload")
 	deleteAndWait(t, om)
 }
 

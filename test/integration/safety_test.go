@@ -200,21 +200,28 @@ func TestAnotherEngineNeverMakesAVMLookDeleted(t *testing.T) {
 	g.Expect(ok).To(BeFalse(), "back on its Engine, the VM is removed")
 }
 
-// TestBootstrapDataLeavesOVirtOnceTheNodeRegistered: the Engine returns a VM's
-// initialization.custom_script to anyone who may read the VM and keeps it in its database; the
-// join token in it is of no use once the Node registered. It is cleared then, and only then
-// (a guest that has not joined yet may still need it); the host name stays.
-func TestBootstrapDataLeavesOVirtOnceTheNodeRegistered(t *testing.T) {
+// TestBootstrapDataNeverRestsInOVirt: the Engine returns a VM's initialization.custom_script to
+// anyone who may read the VM and keeps it in its database. The bootstrap data (a join token,
+// for control planes the CA keys) goes to the VM's first run only (run once): the guest gets it
+// on its config drive, the VM never stores it, and there is nothing to clear (no PUT /vms/{id})
+// when the Node registers; the host name stays on the VM.
+func TestBootstrapDataNeverRestsInOVirt(t *testing.T) {
 	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
 	_, om := tc.newMachine(t, vmSpec(), ignitionConfig)
 	vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
-	g.Consistently(func() string { st, _ := sim.VM(vm.ID); return st.CustomScript }, "1s", "100ms").Should(Equal(ignitionConfig),
-		"kept while the guest may still need it")
+	in, err := sim.Initialization(vm.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(in.UserData).To(ContainSubstring(`"version":"3.2.0"`), "the guest got it")
+	g.Consistently(func() string { st, _ := sim.VM(vm.ID); return st.CustomScript }, "1s", "100ms").Should(BeEmpty(),
+		"never stored on the VM")
+	puts := sim.RequestCount("PUT", "/vms/{id}")
 	registerNode(t, om)
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
+		g.Expect(provisioned(om)).To(BeTrue())
 		g.Expect(om.Status.BootstrapDataCleared).To(HaveValue(BeTrue()))
 	})
+	g.Expect(sim.RequestCount("PUT", "/vms/{id}")).To(Equal(puts), "nothing to clear")
 	st, _ := sim.VM(vm.ID)
 	g.Expect(st.CustomScript).To(BeEmpty())
 	g.Expect(st.HostName).To(Equal(vm.HostName))

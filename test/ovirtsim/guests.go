@@ -173,16 +173,16 @@ func (s *Simulator) GuestExited(vmID string, run int, err error) {
 	v.leaveHost()
 }
 
-// bootGuest queues the boot of v's guest for a start at now; firstRun attaches the config
-// drive of v's initialization (for the whole run: a reboot keeps it).
-func (inv *inventory) bootGuest(v *vm, firstRun bool) {
+// bootGuest queues the boot of v's guest for a start at now with the config drive of payload,
+// if any (for the whole run: a reboot keeps it, unless the run is a volatile run once).
+func (inv *inventory) bootGuest(v *vm, payload *VMInitialization) {
 	if inv.guests == nil {
 		return
 	}
 	v.runDrive = nil
-	if firstRun && v.init != nil {
+	if payload != nil {
 		v.runDrive = map[string]string{}
-		for _, f := range v.init.ConfigDrive() {
+		for _, f := range payload.ConfigDrive() {
 			v.runDrive[f.Path] = f.Data
 		}
 	}

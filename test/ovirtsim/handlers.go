@@ -1163,28 +1163,8 @@ func vmUpdateOf(v *ovirtsdk.Vm) (*vmUpdate, *apiError) {
 		}
 	}
 	if in, ok := v.Initialization(); ok {
-		if !hasInitSubTag(in) {
-			// InitializationMapper.map returns null without a sub-tag, and
-			// VmHandler.updateVmInitToDB then removes the VM's vm_init.
-			none := ""
-			u.customScript, u.hostName, u.initUser, u.sshKeys = &none, &none, &none, &none
-			u.dnsServers, u.dnsSearch, u.initNets = &none, &none, &[]initNetwork{}
-		}
-		// Otherwise the given sub-tags are mapped onto the stored vm_init
-		// (the others stay); an empty <custom_script/> is "", which clears it.
-		u.customScript = orStr(str(in.CustomScript()), u.customScript)
-		u.hostName = orStr(str(in.HostName()), u.hostName)
-		u.initUser = orStr(str(in.UserName()), u.initUser)
-		u.sshKeys = orStr(str(in.AuthorizedSshKeys()), u.sshKeys)
-		u.dnsServers = orStr(str(in.DnsServers()), u.dnsServers)
-		u.dnsSearch = orStr(str(in.DnsSearch()), u.dnsSearch)
-		nets, set, aerr := initNetworksOf(in)
-		if aerr != nil {
+		if aerr := u.mapInitialization(in); aerr != nil {
 			return nil, aerr
-		}
-		if set {
-			// The given list replaces the stored one (VmInit.networks is one value).
-			u.initNets = &nets
 		}
 	}
 	if cpu, ok := v.Cpu(); ok {
@@ -1213,6 +1193,42 @@ func vmUpdateOf(v *ovirtsdk.Vm) (*vmUpdate, *apiError) {
 		u.maxMemory = i64(mp.Max())
 	}
 	return u, nil
+}
+
+// mapInitialization maps an <initialization> onto u as InitializationMapper.map(Initialization,
+// VmInit) maps it onto the stored vm_init: the given sub-tags replace theirs, the others stay;
+// without any sub-tag the vm_init is removed.
+func (u *vmUpdate) mapInitialization(in *ovirtsdk.Initialization) *apiError {
+	str := func(s string, ok bool) *string {
+		if !ok {
+			return nil
+		}
+		return &s
+	}
+	if !hasInitSubTag(in) {
+		// InitializationMapper.map returns null without a sub-tag, and
+		// VmHandler.updateVmInitToDB then removes the VM's vm_init.
+		none := ""
+		u.customScript, u.hostName, u.initUser, u.sshKeys = &none, &none, &none, &none
+		u.dnsServers, u.dnsSearch, u.initNets = &none, &none, &[]initNetwork{}
+	}
+	// Otherwise the given sub-tags are mapped onto the stored vm_init
+	// (the others stay); an empty <custom_script/> is "", which clears it.
+	u.customScript = orStr(str(in.CustomScript()), u.customScript)
+	u.hostName = orStr(str(in.HostName()), u.hostName)
+	u.initUser = orStr(str(in.UserName()), u.initUser)
+	u.sshKeys = orStr(str(in.AuthorizedSshKeys()), u.sshKeys)
+	u.dnsServers = orStr(str(in.DnsServers()), u.dnsServers)
+	u.dnsSearch = orStr(str(in.DnsSearch()), u.dnsSearch)
+	nets, set, aerr := initNetworksOf(in)
+	if aerr != nil {
+		return aerr
+	}
+	if set {
+		// The given list replaces the stored one (VmInit.networks is one value).
+		u.initNets = &nets
+	}
+	return nil
 }
 
 // orStr returns a unless it is nil, else b.
@@ -1318,10 +1334,16 @@ func hRemoveVM(s *Simulator, rq *apiReq) {
 
 // vmAction runs a power action under the lock.
 func (s *Simulator) vmAction(rq *apiReq, group string, op func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time)) {
-	if _, aerr := parseAction(rq); aerr != nil {
+	a, aerr := parseAction(rq)
+	if aerr != nil {
 		rq.fault(aerr)
 		return
 	}
+	s.vmActionOf(rq, a, group, op)
+}
+
+// vmActionOf runs op on the VM of an action already parsed.
+func (s *Simulator) vmActionOf(rq *apiReq, _ *ovirtsdk.Action, group string, op func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time)) {
 	s.mu.Lock()
 	now := time.Now()
 	v := s.inv.vms[rq.ids[0]]
@@ -1344,13 +1366,80 @@ func (s *Simulator) vmAction(rq *apiReq, group string, op func(v *vm, now time.T
 }
 
 func hStart(s *Simulator, rq *apiReq) {
-	s.vmAction(rq, ActionRunVM, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
+	a, aerr := parseAction(rq)
+	if aerr != nil {
+		rq.fault(aerr)
+		return
+	}
+	p, aerr := startParamsOf(a)
+	if aerr != nil {
+		rq.fault(aerr)
+		return
+	}
+	s.vmActionOf(rq, a, ActionRunVM, func(v *vm, now time.Time, tm Timings) (*apiError, string, time.Time) {
 		if !s.guestAgent || v.noAgent {
 			// Without an agent VDSM reports Up only after its timeout.
 			tm.PoweringUp = tm.NoAgentPoweringUp
 		}
-		return s.inv.startVM(v, now, tm), "Launching VM " + v.name, now.Add(tm.WaitForLaunch + tm.PoweringUp)
+		return s.inv.startVM(v, now, tm, p), "Launching VM " + v.name, now.Add(tm.WaitForLaunch + tm.PoweringUp)
 	})
+}
+
+// startParams are what a start action asks beyond a plain RunVm (BackendVmResource.start).
+type startParams struct {
+	// runOnce: the action carries a <vm> (RunVmOnce). init is its <initialization> mapped onto
+	// the stored vm_init for this run only (createRunVmOnceParams: InitializationMapper.map
+	// onto the entity's VmInit); nil without one.
+	runOnce bool
+	init    *vmUpdate
+	// volatile: <volatile>true</volatile> with a <vm> (volatileRun): a reboot of this run is a
+	// cold one, back to the VM's stored configuration.
+	volatile bool
+	// initType is the initialization type use_cloud_init, use_ignition or use_sysprep asked for
+	// (a format name), initNone when one was given as false, "" when the Engine decides.
+	initType string
+	// initialize is use_initialization: initialize even a VM that ran before.
+	initialize bool
+}
+
+// initNone is the initialization type None: a use_* switch given as false.
+const initNone = "none"
+
+// startParamsOf reads a start action's <vm>, <volatile> and use_* switches as
+// BackendVmResource.start does: two use_* switches set to true at once are a 409 before any
+// command runs.
+func startParamsOf(a *ovirtsdk.Action) (startParams, *apiError) {
+	var p startParams
+	if v, ok := a.Vm(); ok {
+		p.runOnce = true
+		if vol, ok := a.Volatile(); ok && vol {
+			p.volatile = true
+		}
+		if in, ok := v.Initialization(); ok {
+			p.init = &vmUpdate{}
+			if aerr := p.init.mapInitialization(in); aerr != nil {
+				return p, aerr
+			}
+		}
+	}
+	sysprep, sysprepSet := a.UseSysprep()
+	cloudInit, cloudInitSet := a.UseCloudInit()
+	ignition, ignitionSet := a.UseIgnition()
+	if sysprep && cloudInit || sysprep && ignition || cloudInit && ignition {
+		return p, &apiError{409, "Cannot use multiple initialization tags simultaneously when running VM.", ""}
+	}
+	switch {
+	case sysprep:
+		p.initType = InitFormatSysprep
+	case cloudInit:
+		p.initType = InitFormatCloudInit
+	case ignition:
+		p.initType = InitFormatIgnition
+	case sysprepSet || cloudInitSet || ignitionSet:
+		p.initType = initNone
+	}
+	p.initialize, _ = a.UseInitialization()
+	return p, nil
 }
 
 func hStop(s *Simulator, rq *apiReq) {

@@ -331,8 +331,9 @@ func (s *Simulator) launch(v *vm, h *host, now time.Time) {
 	v.power, v.phaseAt = phaseStarting, now
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	v.startTime = now
+	v.runOnce, v.volatileRun = false, false
 	h.place(v)
-	s.inv.bootGuest(v, false)
+	s.inv.bootGuest(v, nil)
 }
 
 // ---- REST

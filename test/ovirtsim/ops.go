@@ -436,15 +436,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	set(&n.description, u.description)
 	set(&n.vmType, u.vmType)
 	set(&n.osType, u.osType)
-	set(&n.customScript, u.customScript)
-	set(&n.hostName, u.hostName)
-	set(&n.initUser, u.initUser)
-	set(&n.sshKeys, u.sshKeys)
-	set(&n.dnsServers, u.dnsServers)
-	set(&n.dnsSearch, u.dnsSearch)
-	if u.initNets != nil {
-		n.initNets = *u.initNets
-	}
+	u.applyInit(&n)
 	if u.sockets != nil {
 		n.sockets = *u.sockets
 	}
@@ -551,7 +543,7 @@ func (inv *inventory) removeVM(v *vm, detachOnly, force, outOfBand bool, now tim
 	return nil
 }
 
-func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
+func (inv *inventory) startVM(v *vm, now time.Time, tm Timings, p startParams) *apiError {
 	const action = "run VM"
 	if aerr := vmLocked(v, now, action); aerr != nil {
 		return aerr
@@ -568,21 +560,87 @@ func (inv *inventory) startVM(v *vm, now time.Time, tm Timings) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	firstRun := !v.initialized
-	if firstRun {
-		// RunVmCommand.updateVmInit: the initialization applies on the first run only.
-		in, aerr := composeInit(v, now)
-		if aerr != nil {
-			return aerr
-		}
-		v.init, v.initialized = in, true
+	payload, aerr := runPayload(v, now, p)
+	if aerr != nil {
+		return aerr
 	}
+	if payload != nil {
+		v.init = payload
+	}
+	v.initialized = true
+	v.runOnce, v.volatileRun = p.runOnce, p.runOnce && p.volatile
 	v.power, v.phaseAt = phaseStarting, now
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	v.startTime = now
 	h.place(v)
-	inv.bootGuest(v, firstRun)
+	inv.bootGuest(v, payload)
 	return nil
+}
+
+// runPayload is the initialization payload of a start (RunVmCommand.updateVmInit and
+// buildCreateVmParameters), nil for none:
+//   - the Engine decides (no use_* switch): a payload only on a VM that never ran
+//     (!is_initialized) and has a stored vm_init, or with use_initialization; its format follows
+//     the OS type;
+//   - use_cloud_init, use_ignition or use_sysprep: a payload whether the VM ran before or not,
+//     but only when the OS type takes that format (osRepository.isCloudInit/isIgnition/
+//     isSysprep), else none; a use_* switch given as false: none;
+//   - run once (RunVmOnceCommand: initVm and buildCreateVmParameters put the action's VmInit on
+//     the VM of this run): the payload is built from the stored vm_init with the action's
+//     sub-tags mapped onto it, and nothing of it is stored on the VM.
+func runPayload(v *vm, now time.Time, p startParams) (*VMInitialization, *apiError) {
+	switch p.initType {
+	case initNone:
+		return nil, nil
+	case "":
+		firstRun := !v.initialized && v.hasStoredInit()
+		if !firstRun && !p.initialize {
+			return nil, nil
+		}
+	default:
+		if osInitFormat(v.osType) != p.initType {
+			return nil, nil
+		}
+	}
+	run := *v
+	if p.init != nil {
+		p.init.applyInit(&run)
+	}
+	return composeInit(&run, now)
+}
+
+// hasStoredInit reports whether the VM has a vm_init row (any initialization field).
+func (v *vm) hasStoredInit() bool {
+	return v.customScript != "" || v.hostName != "" || v.initUser != "" || v.sshKeys != "" || v.hasNetworkInit()
+}
+
+// osInitFormat is the initialization format an OS type takes (osinfo's vmInitType).
+func osInitFormat(osType string) string {
+	switch _, ignition := ignitionOSTypes[osType]; {
+	case ignition:
+		return InitFormatIgnition
+	case strings.HasPrefix(osType, "windows"):
+		return InitFormatSysprep
+	}
+	return InitFormatCloudInit
+}
+
+// applyInit sets the initialization fields of u on v.
+func (u *vmUpdate) applyInit(v *vm) {
+	set := func(dst *string, src *string) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&v.customScript, u.customScript)
+	set(&v.hostName, u.hostName)
+	set(&v.initUser, u.initUser)
+	set(&v.sshKeys, u.sshKeys)
+	set(&v.dnsServers, u.dnsServers)
+	set(&v.dnsSearch, u.dnsSearch)
+	if u.initNets != nil {
+		v.initNets = *u.initNets
+	}
 }
 
 func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
@@ -646,6 +704,9 @@ func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, t
 // rebootVM reboots a VM that is up or powering up (RebootVmCommand.validate: any other status
 // is ACTION_TYPE_FAILED_VM_STATUS_ILLEGAL): reboot_in_progress while the guest restarts, then
 // up again, on the same host, in the same run (no new payload: the run's config drive stays).
+// A volatile run once is rebooted cold (RebootVmCommand.isColdReboot: isRunOnce() &&
+// isVolatileRun()): the VM comes back as a plain run of its stored configuration, and a VM that
+// ran before gets no payload, so its guest boots without the config drive.
 func (inv *inventory) rebootVM(v *vm, now time.Time, tm Timings) (*apiError, time.Time) {
 	const action = "reboot VM"
 	if aerr := vmLocked(v, now, action); aerr != nil {
@@ -657,6 +718,9 @@ func (inv *inventory) rebootVM(v *vm, now time.Time, tm Timings) (*apiError, tim
 		return cannot(409, action, "VM is not running."), now
 	}
 	v.power, v.phaseAt, v.rb = phaseRebooting, now, tm.PoweringDown+tm.PoweringUp
+	if v.volatileRun {
+		v.runOnce, v.volatileRun, v.runDrive = false, false, nil
+	}
 	inv.rebootGuest(v)
 	return nil, now.Add(v.rb)
 }

@@ -464,7 +464,8 @@ func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 	o.SetOrigin("ovirt")
 	o.SetStateless(false)
 	o.SetDeleteProtected(false)
-	o.SetRunOnce(false)
+	// vm_dynamic.is_run_once: set by a run once, gone when the VM is down (VmMapper).
+	o.SetRunOnce(v.runOnce && status != "down")
 	if !v.startTime.IsZero() {
 		o.SetStartTime(v.startTime)
 	}

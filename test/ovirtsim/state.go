@@ -156,7 +156,8 @@ type vm struct {
 	dnsServers           string            // initialization.dns_servers (space-separated)
 	dnsSearch            string            // initialization.dns_search (space-separated)
 	initialized          bool              // has run once: initialization is not applied again
-	init                 *VMInitialization // what the first run composed, nil without initialization
+	init                 *VMInitialization // the last payload a start composed, nil without one
+	runOnce, volatileRun bool              // this run was started with run once (volatile: a reboot is cold)
 	osType, vmType       string
 	sockets, cores, thr  int
 	memory, guaranteed   int64

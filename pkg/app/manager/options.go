@@ -55,7 +55,7 @@ type Options struct {
 	NodePollInterval time.Duration
 	// ShutdownTimeout is how long a graceful shutdown may take before a VM is stopped hard.
 	ShutdownTimeout time.Duration
-	// KeepBootstrapData leaves the bootstrap data in oVirt after the Node registered.
+	// KeepBootstrapData stores the bootstrap data on the VM at creation and leaves it there.
 	KeepBootstrapData bool
 	// LockedPatience is how long a VM may stay image_locked before it is reported and polled
 	// less often.
@@ -147,7 +147,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.VMPollInterval, "vm-poll-interval", 10*time.Second, "How often a VM is re-read while oVirt creates, resizes or starts it.")
 	fs.DurationVar(&o.NodePollInterval, "node-poll-interval", 15*time.Second, "How often the workload cluster is checked for the Node of a running VM.")
 	fs.DurationVar(&o.ShutdownTimeout, "vm-shutdown-timeout", 5*time.Minute, "How long a VM may take to shut down gracefully on deletion before it is powered off.")
-	fs.BoolVar(&o.KeepBootstrapData, "keep-bootstrap-data", false, "Keep the bootstrap data (join token; for control planes, CA keys) in the VM's initialization.custom_script in oVirt after the Node registered; by default it is cleared then, since the Engine shows it to anyone who may read the VM.")
+	fs.BoolVar(&o.KeepBootstrapData, "keep-bootstrap-data", false, "Store the bootstrap data (join token; for control planes, CA keys) in the VM's initialization.custom_script in oVirt at creation and keep it there (for debugging a first boot); by default it goes to the VM's first run only (oVirt's run once) and is never stored on the VM, since the Engine shows a stored script to anyone who may read the VM.")
 	fs.DurationVar(&o.LockedPatience, "vm-locked-patience", 30*time.Minute, "How long a VM may stay image_locked before its condition says VMLockedTooLong, a Warning event is emitted and it is read only every 5 minutes (0: never).")
 	fs.DurationVar(&o.RetryInterval, "retry-interval", time.Minute, "How often a step that waits for a change in oVirt (missing template, vNIC profile, storage domain, refused request) is retried.")
 	fs.DurationVar(&o.NonSystemDiskRetryInterval, "non-system-disk-retry-interval", time.Minute, "How often the deletion of a VM with a non-system (CSI) disk attached is retried.")

@@ -47,6 +47,7 @@ type Client struct {
 	UpdateNICFunc           func(ctx context.Context, vmID, nicID, vnicProfileID string) error
 	RemoveNICFunc           func(ctx context.Context, vmID, nicID string) error
 	PowerFunc               func(ctx context.Context, vmID string, action ovirt.PowerAction) error
+	RunOnceFunc             func(ctx context.Context, vmID, customScript string) error
 	RemoveVMFunc            func(ctx context.Context, vmID string) error
 	UpdateVMFunc            func(ctx context.Context, vmID string, u ovirt.VMUpdate) error
 
@@ -76,6 +77,7 @@ type Client struct {
 	// VM id.
 	networks map[string]*ovirt.NetworkConfig
 	scripts  map[string]string
+	runOnce  map[string]string // the custom script of each VM's last RunOnce
 	// groups are the affinity groups in creation order; hostCounts the clusters whose hosts
 	// SetHostCount limited.
 	groups     []*ovirt.AffinityGroup
@@ -345,6 +347,7 @@ func (c *Client) UpdateVM(ctx context.Context, vmID string, u ovirt.VMUpdate) er
 			script = *u.CustomScript
 		}
 		c.scripts[vmID] = script
+		vm.CustomScriptStored = script != ""
 		// A VM seeded with PutVM has no spec: it gets none (CustomScript reads scripts).
 		if spec, ok := c.specs[vmID]; ok {
 			spec.CustomScript = script
@@ -626,6 +629,7 @@ func (c *Client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 	}
 	c.vms[vm.ID] = vm
 	c.specs[vm.ID] = spec
+	vm.CustomScriptStored = spec.CustomScript != ""
 	return cloneVM(vm), nil
 }
 
@@ -766,14 +770,9 @@ func (c *Client) Power(ctx context.Context, vmID string, action ovirt.PowerActio
 	}
 	switch action {
 	case ovirt.PowerStart:
-		if vm.HostID == "" {
-			id, name, err := c.place(vm)
-			if err != nil {
-				return err
-			}
-			vm.HostID, vm.HostName = id, name
+		if err := c.start(vm); err != nil {
+			return err
 		}
-		vm.Status = ovirt.VMStatusUp
 	case ovirt.PowerShutdown, ovirt.PowerStop:
 		vm.Status = ovirt.VMStatusDown
 		vm.HostID, vm.HostName = "", ""
@@ -781,6 +780,55 @@ func (c *Client) Power(ctx context.Context, vmID string, action ovirt.PowerActio
 		return invalid("Power", "unknown power action %q", action)
 	}
 	return nil
+}
+
+// RunOnce implements ovirt.Client: it starts the VM as Power start does and records the
+// script of that run (RunOnceScript); nothing is stored on the VM.
+func (c *Client) RunOnce(ctx context.Context, vmID string, customScript string) error {
+	c.mu.Lock()
+	c.record("RunOnce")
+	c.mu.Unlock()
+	if c.RunOnceFunc != nil {
+		return c.RunOnceFunc(ctx, vmID, customScript)
+	}
+	if vmID == "" {
+		return invalid("RunOnce", "VM id is empty")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vm, ok := c.vms[vmID]
+	if !ok {
+		return notFound("RunOnce", "no VM with id %q", vmID)
+	}
+	if err := c.start(vm); err != nil {
+		return err
+	}
+	if c.runOnce == nil {
+		c.runOnce = map[string]string{}
+	}
+	c.runOnce[vmID] = customScript
+	return nil
+}
+
+// start places a VM on a host, if it has none, and makes it up. c.mu is held.
+func (c *Client) start(vm *ovirt.VM) error {
+	if vm.HostID == "" {
+		id, name, err := c.place(vm)
+		if err != nil {
+			return err
+		}
+		vm.HostID, vm.HostName = id, name
+	}
+	vm.Status = ovirt.VMStatusUp
+	return nil
+}
+
+// RunOnceScript returns the custom script of the VM's last RunOnce; false when none.
+func (c *Client) RunOnceScript(vmID string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.runOnce[vmID]
+	return s, ok
 }
 
 // RemoveVM implements ovirt.Client.

@@ -802,6 +802,26 @@ func (c *client) Power(ctx context.Context, vmID string, action ovirt.PowerActio
 	return err
 }
 
+// RunOnce implements ovirt.Client: <action><vm><initialization><custom_script/></initialization>
+// </vm><volatile>true</volatile></action>, no use_* switch (the Engine decides: a payload only
+// while the VM has never been up, in the format of its OS type).
+func (c *client) RunOnce(ctx context.Context, vmID string, customScript string) error {
+	const op = "RunOnce"
+	if vmID == "" {
+		return invalid(op, "VM id is empty")
+	}
+	vm, err := ovirtsdk.NewVmBuilder().
+		InitializationBuilder(ovirtsdk.NewInitializationBuilder().CustomScript(customScript)).Build()
+	if err != nil {
+		return invalid(op, "building the run-once VM: %v", err)
+	}
+	_, err = invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).Start().Vm(vm).Volatile(true).Send()
+		return struct{}{}, err
+	})
+	return err
+}
+
 // RemoveVM implements ovirt.Client. Not detach_only: that would orphan the
 // OS disk. Callers detach the disks they want to keep first.
 func (c *client) RemoveVM(ctx context.Context, vmID string) error {

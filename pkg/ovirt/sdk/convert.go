@@ -186,6 +186,10 @@ func toVM(v *ovirtsdk.Vm) *ovirt.VM {
 	if os, ok := v.Os(); ok {
 		out.OSType, _ = os.Type()
 	}
+	if in, ok := v.Initialization(); ok {
+		script, _ := in.CustomScript()
+		out.CustomScriptStored = script != ""
+	}
 	if atts, ok := v.DiskAttachments(); ok {
 		out.Disks = toDisks(atts)
 	}

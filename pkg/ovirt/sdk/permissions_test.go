@@ -85,6 +85,10 @@ func permissionSteps() []permissionStep {
 		{"start", []string{ovirtsim.ActionRunVM}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
 			return c.Power(ctx, w.vm.ID, ovirt.PowerStart)
 		}},
+		{"start with the bootstrap data (run once)", []string{ovirtsim.ActionRunVM}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
+			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStop) // whether the user could start it or not
+			return c.RunOnce(ctx, w.vm.ID, "#cloud-config\n")
+		}},
 		{"shut down", []string{ovirtsim.ActionShutDownVM}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
 			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStart) // whether the user could start it or not
 			return c.Power(ctx, w.vm.ID, ovirt.PowerShutdown)
