@@ -114,6 +114,10 @@ type Result struct {
 	// IdleCreateTTR and RestartCreateTTR are the times to Ready of one machine created on the
 	// idle manager and of one created right after a restart (0: not measured).
 	IdleCreateTTR, RestartCreateTTR time.Duration `json:",omitempty"`
+	// Stops are how long each graceful stop of the scenario's managers took (SIGTERM to exit);
+	// StopsKilled counts those killed after the 30 s the bench waits.
+	Stops       []time.Duration `json:",omitempty"`
+	StopsKilled int             `json:",omitempty"`
 	// Delete is the time to delete all machines, DeleteCalls the oVirt calls per machine;
 	// DeleteSkipped is set when the scenario left them in place.
 	Delete        time.Duration

@@ -174,8 +174,18 @@ func (m *managerRun) stop(res *Result) error {
 	rss, heap := m.sampler.peaks()
 	m.sampler.stop()
 	res.PeakRSS, res.PeakHeap = max(res.PeakRSS, rss), max(res.PeakHeap, heap)
-	return m.proc.Stop(30 * time.Second)
+	began := time.Now()
+	err := m.proc.Stop(stopTimeout)
+	res.Stops = append(res.Stops, time.Since(began))
+	if err != nil {
+		res.StopsKilled++
+	}
+	return err
 }
+
+// stopTimeout is how long the bench waits for a manager to stop after SIGTERM before it kills
+// it: as long as Kubernetes' default terminationGracePeriodSeconds.
+const stopTimeout = 30 * time.Second
 
 // restart stops the manager and starts one with the extra flags, resetting the simulator's
 // counters in between so that they count from the new start.
