@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -163,7 +164,24 @@ func RegisterNode(ctx context.Context, c client.Client, name, vmID string, addre
 		return nil, err
 	}
 	base := node.DeepCopy()
-	node.Status.NodeInfo.SystemUUID = strings.ToUpper(vmID)
+	// What a kubeadm node's kubelet reports besides: its software, capacity and images (the
+	// larger part of a real Node, which a cache of Nodes holds for every node).
+	node.Status.NodeInfo = corev1.NodeSystemInfo{SystemUUID: strings.ToUpper(vmID), MachineID: strings.ReplaceAll(vmID, "-", ""),
+		BootID: "6c1f1d2e-1b8f-4d6e-9f43-" + fmt.Sprintf("%012d", len(name)), KernelVersion: "6.1.0-27-amd64", OSImage: "Debian GNU/Linux 12 (bookworm)",
+		ContainerRuntimeVersion: "containerd://1.7.24", KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64"}
+	resources := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8148204Ki"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("81854Mi"), corev1.ResourcePods: resource.MustParse("110"),
+		"hugepages-1Gi": resource.MustParse("0"), "hugepages-2Mi": resource.MustParse("0")}
+	node.Status.Capacity, node.Status.Allocatable = resources, resources.DeepCopy()
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	for i, img := range []string{"registry.k8s.io/kube-proxy:v1.36.3", "registry.k8s.io/pause:3.10", "registry.k8s.io/coredns/coredns:v1.12.1",
+		"docker.io/calico/node:v3.29.1", "docker.io/calico/cni:v3.29.1", "docker.io/calico/kube-controllers:v3.29.1",
+		"docker.io/calico/pod2daemon-flexvol:v3.29.1", "docker.io/calico/typha:v3.29.1", "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.12.0",
+		"quay.io/ovirt/csi-driver:v4.4.3", "registry.k8s.io/metrics-server/metrics-server:v0.7.2", "quay.io/prometheus/node-exporter:v1.8.2"} {
+		repo, _, _ := strings.Cut(img, ":")
+		digest := fmt.Sprintf("%064x", i*7919+len(img))
+		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{Names: []string{repo + "@sha256:" + digest, img}, SizeBytes: int64(10_000_000 + i*3_000_000)})
+	}
 	now := metav1.Now()
 	node.Status.Conditions = []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now},

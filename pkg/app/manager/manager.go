@@ -260,9 +260,9 @@ func managerOptions(opts *Options, scheme *runtime.Scheme, log logr.Logger) (ctr
 	}
 	cacheOpts := cache.Options{
 		SyncPeriod: &opts.SyncPeriod,
-		// managedFields are never read and are a large part of every cached object (memory at
-		// 1,000 machines, see docs/benchmarks.md).
-		DefaultTransform: cache.TransformStripManagedFields(),
+		// managedFields are never read and are a large part of every cached object; of Cluster
+		// API Machines only metadata and spec are read (controllers.CacheTransform).
+		DefaultTransform: controllers.CacheTransform(),
 		ByObject: map[client.Object]cache.ByObject{
 			// Only the credentials Secrets are cached; bootstrap data is read directly, and
 			// caching every Secret of a management cluster costs memory for nothing.
@@ -322,9 +322,10 @@ func clusterCacheOptions(opts *Options, secretClient client.Client, userAgent st
 	return clustercache.Options{
 		SecretClient:     secretClient,
 		WatchFilterValue: opts.WatchFilter,
-		// The workload cluster's Nodes (the only kind read there) without managedFields.
+		// The workload cluster's Nodes (the only kind read there) without managedFields and
+		// with only the status the machines read (controllers.CacheTransform).
 		// Indexes: a machine finds its Node by providerID or system UUID without listing all.
-		Cache:  clustercache.CacheOptions{DefaultTransform: cache.TransformStripManagedFields(), Indexes: controllers.WorkloadClusterIndexes()},
+		Cache:  clustercache.CacheOptions{DefaultTransform: controllers.CacheTransform(), Indexes: controllers.WorkloadClusterIndexes()},
 		Client: clustercache.ClientOptions{UserAgent: userAgent, QPS: opts.ClusterCacheClientQPS, Burst: opts.ClusterCacheClientBurst},
 	}
 }
