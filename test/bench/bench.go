@@ -75,9 +75,9 @@ func (sc *Scenario) clusters() int { return max(sc.Clusters, 1) }
 // MinimalCreateCalls is the declared minimal oVirt call sequence of a machine's creation: the
 // writes a creation needs (create, grow the OS disk, start with the bootstrap data as run once)
 // and the reads the Engine forces (image unlocked, disk unlocked, up). Template, cluster and
-// vNIC-profile lookups are cached per provider and not counted. Before run once (2026-12-05) the bound was
-// PreviousMinimalCreateCalls: the bootstrap data was stored on the VM at creation and cleared
-// with a PUT /vms/{id} once the Node registered.
+// vNIC-profile lookups are cached per provider and not counted. Before run once (2026-12-05)
+// the bound was PreviousMinimalCreateCalls: the bootstrap data was stored on the VM at creation
+// and cleared with a PUT /vms/{id} once the Node registered.
 const MinimalCreateCalls = 6
 
 // PreviousMinimalCreateCalls is the bound of the releases that stored the bootstrap data on the
