@@ -198,30 +198,44 @@ func TestWaitForAimsAtTheLearnedDuration(t *testing.T) {
 	second := booting("second", 0)
 	second.GetV1Beta1Conditions()[0].LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 	g.Expect(r.waitFor(second, infrav1.MachineOnCondition).RequeueAfter).To(Equal(6*time.Second + 500*time.Millisecond))
-	// Done at that read: the margin does not count, the estimate stays 6s.
-	now = now.Add(6*time.Second + 500*time.Millisecond)
+	// Done at that read, even one that came 10s late (a busy work queue, the rate limiter): it
+	// took no longer than the 6s aimed at, and counts as a sixteenth less (5.625s), so that an
+	// estimate too long shrinks; the estimate moves to 5.90625s.
+	now = now.Add(16*time.Second + 500*time.Millisecond)
 	r.waits.finished(second, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
 	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
-	g.Expect(d).To(Equal(6 * time.Second))
+	g.Expect(d).To(Equal((3*6*time.Second + 5625*time.Millisecond) / 4))
 
 	// A machine whose read came early: the wait grows with the time waited, and its whole wait
-	// counts (7s here: the estimate moves to 6.25s).
+	// counts (6.90625s here: the estimate moves to 6.15625s).
 	third := booting("third", 0)
-	g.Expect(r.waitFor(third, infrav1.MachineOnCondition).RequeueAfter).To(Equal(6*time.Second + 500*time.Millisecond))
-	now = now.Add(6*time.Second + 500*time.Millisecond)
-	g.Expect(r.waitFor(third, infrav1.MachineOnCondition).RequeueAfter).To(Equal(6500*time.Millisecond/3), "past the expectation: a third of the time waited")
+	g.Expect(r.waitFor(third, infrav1.MachineOnCondition).RequeueAfter).To(Equal(d + 500*time.Millisecond))
+	now = now.Add(d + 500*time.Millisecond)
+	g.Expect(r.waitFor(third, infrav1.MachineOnCondition).RequeueAfter).To(Equal((d+500*time.Millisecond)/3), "past the expectation: a third of the time waited")
 	now = now.Add(500 * time.Millisecond)
+	whole := d + time.Second
 	r.waits.finished(third, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	prev := d
 	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
-	g.Expect(d).To(Equal(6*time.Second + 250*time.Millisecond))
+	g.Expect(d).To(Equal((3*prev + whole) / 4))
 
 	// Another reason of the same step is not mixed in.
 	_, ok = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPowerOnFailedReason)
 	g.Expect(ok).To(BeFalse())
-	// Averages move slowly: a 2.25s boot moves the estimate to 5.25s.
+	// A condition that was False already keeps its LastTransitionTime when the action happens
+	// (MachineOn waited a minute for its disks): the wait counts from the start itself.
+	fifth := booting("fifth", time.Minute)
+	r.waits.began(fifth, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
+	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
+	g.Expect(r.waitFor(fifth, infrav1.MachineOnCondition).RequeueAfter).To(Equal(d+500*time.Millisecond), "not a third of the minute")
+	r.waits.forget(types.NamespacedName{Namespace: "ns", Name: "fifth"})
+
+	// Averages move slowly: a 2.25s boot (measured from its condition: no wait recorded here)
+	// moves the estimate a quarter of the way.
+	prev, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
 	r.waits.finished(booting("fourth", 2250*time.Millisecond), infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, now)
 	d, _ = r.waits.expected(infrav1.MachineOnCondition, infrav1.VMPoweringUpReason)
-	g.Expect(d).To(Equal(5*time.Second + 250*time.Millisecond))
+	g.Expect(d).To(Equal((3*prev + 2250*time.Millisecond) / 4))
 }
 
 func TestCheckTrackerChecksAgainWhenSettingsChange(t *testing.T) {

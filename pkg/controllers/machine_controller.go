@@ -474,7 +474,11 @@ type waitStart struct {
 	reason string
 	at     time.Time
 	margin time.Duration
-	early  bool
+	// expected is the estimate the first read was aimed with (0: none).
+	expected time.Duration
+	early    bool
+	// fresh: recorded by began, not yet looked at by begin.
+	fresh bool
 }
 
 // begin returns the wait of key for step and reason: the one recorded, a read having found it
@@ -484,7 +488,11 @@ func (e *waitEstimator) begin(key types.NamespacedName, step clusterv1.Condition
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ws, ok := e.starts[key]; ok && ws.step == step && ws.reason == reason {
-		ws.early = true
+		if ws.fresh {
+			ws.fresh = false // the waitFor right after the action
+		} else {
+			ws.early = true // a read found the step unfinished
+		}
 		e.starts[key] = ws
 		return ws
 	}
@@ -500,12 +508,24 @@ func (e *waitEstimator) begin(key types.NamespacedName, step clusterv1.Condition
 	return ws
 }
 
-// aimed records the margin the next read of key's wait is aimed after the expected end.
-func (e *waitEstimator) aimed(key types.NamespacedName, margin time.Duration) {
+// began records that key's wait for step and reason begins now: the action that oVirt now
+// works on (a create, a disk extension, a start) was just accepted. The condition's
+// LastTransitionTime cannot say so: a condition that was False already keeps it.
+func (e *waitEstimator) began(om *infrav1.OVirtMachine, step clusterv1.ConditionType, reason string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.starts == nil {
+		e.starts = map[types.NamespacedName]waitStart{}
+	}
+	e.starts[client.ObjectKeyFromObject(om)] = waitStart{step: step, reason: reason, at: now, fresh: true}
+}
+
+// aimed records that the next read of key's wait is aimed at the expected end plus margin.
+func (e *waitEstimator) aimed(key types.NamespacedName, expected, margin time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ws, ok := e.starts[key]; ok {
-		ws.margin = margin
+		ws.expected, ws.margin = expected, margin
 		e.starts[key] = ws
 	}
 }
@@ -518,9 +538,12 @@ func (e *waitEstimator) forget(key types.NamespacedName) {
 }
 
 // finished records the wait of a step that was False with reason and is done now. The wait is
-// measured from when it began in this process when known (else from LastTransitionTime); a step
-// found done at the first read, aimed margin after the expected end, counts without that margin,
-// so that the estimate does not creep up by it.
+// measured from when it began in this process when known (else from LastTransitionTime). A step
+// found done at the first read, aimed a margin after the expected end, says only that it took no
+// longer than that: the read may have come late (the work queue and the rate limiter delay it
+// under load), and counting that delay would make every later read later still. It counts as
+// a sixteenth less than the estimate it was aimed with, so that an estimate too long shrinks
+// until a read comes early, which counts the whole wait.
 func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1.ConditionType, reason string, now time.Time) {
 	c := v1beta1conditions.Get(om, step)
 	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != reason {
@@ -530,11 +553,11 @@ func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1.Condit
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := c.LastTransitionTime.Time
-	var late time.Duration
+	var aimed time.Duration
 	if ws, ok := e.starts[key]; ok && ws.step == step && ws.reason == reason {
 		start = ws.at
 		if !ws.early {
-			late = ws.margin
+			aimed = ws.expected
 		}
 		delete(e.starts, key)
 	}
@@ -542,7 +565,9 @@ func (e *waitEstimator) finished(om *infrav1.OVirtMachine, step clusterv1.Condit
 	if d <= 0 || d > time.Hour {
 		return
 	}
-	d = max(d-late, time.Millisecond)
+	if aimed > 0 {
+		d = min(d, aimed-aimed/16)
+	}
 	if e.est == nil {
 		e.est = map[string]time.Duration{}
 	}

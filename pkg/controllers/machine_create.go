@@ -298,5 +298,6 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		"ovirtCluster", place.ovirtCluster, "failureDomain", place.failureDomain)
 	r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMCreated, "CreateVM", "Created VM %s from template %s (clone=%t)", vm.ID, tpl.Name, clone)
 	created(infrav1.VMCreatingReason, clusterv1.ConditionSeverityInfo, "oVirt is creating VM %s from template %s", vm.ID, tpl.Name)
+	r.waits.began(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, r.Now())
 	return stop(r.waitFor(s.om, infrav1.MachineCreatedCondition), nil)
 }

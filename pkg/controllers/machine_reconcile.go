@@ -183,7 +183,7 @@ func next() (bool, ctrl.Result, error) { return true, ctrl.Result{}, nil }
 // of VMPoll (at least 100ms) and VMPoll: short operations are noticed within a second, long
 // ones cost few reads, and under a rate limit the Engine is not asked uselessly.
 func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv1.ConditionType) ctrl.Result {
-	lowest := max(r.Intervals.VMPoll/10, 100*time.Millisecond)
+	lowest := r.recentRead()
 	wait := lowest
 	key := client.ObjectKeyFromObject(om)
 	if ltt := v1beta1conditions.GetLastTransitionTime(om, step); ltt != nil && v1beta1conditions.IsFalse(om, step) {
@@ -195,7 +195,7 @@ func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv
 			margin := min(max(expected/10, 50*time.Millisecond), lowest/2)
 			if expected+margin > elapsed {
 				wait = max(expected-elapsed+margin, 10*time.Millisecond)
-				r.waits.aimed(key, margin)
+				r.waits.aimed(key, expected, margin)
 			}
 		}
 	}
@@ -204,6 +204,12 @@ func (r *OVirtMachineReconciler) waitFor(om *infrav1.OVirtMachine, step clusterv
 		r.scheduled.set(key, r.Now().Add(wait))
 	}
 	return ctrl.Result{RequeueAfter: wait}
+}
+
+// recentRead is how long a VM read stays the truth for a machine's next reconcile: the shortest
+// wait (a tenth of --vm-poll-interval, at least 100ms).
+func (r *OVirtMachineReconciler) recentRead() time.Duration {
+	return max(r.Intervals.VMPoll/10, 100*time.Millisecond)
 }
 
 // waitingOnOVirt reports whether the step waits for work oVirt does on its own (the disks being
@@ -326,6 +332,13 @@ func (r *OVirtMachineReconciler) ensureVM(ctx context.Context, s *machineScope) 
 			// oVirt is making its disks or booting it, and its next read is scheduled: a
 			// reconcile in between costs the Engine nothing (docs/operations.md, "Work-queue
 			// order and scheduled reads").
+			return stop(ctrl.Result{RequeueAfter: wait}, nil)
+		}
+		if wait, ok := r.reads.fresh(client.ObjectKeyFromObject(om), r.Now(), r.recentRead()); ok {
+			// Read less than that ago: a reconcile this soon comes from an event that raced the
+			// status patch of that read (the Node registering as its VM came up), and runs on a
+			// cache without it. Another read would tell nothing new; the patch's own event
+			// brings the machine back with what the read found.
 			return stop(ctrl.Result{RequeueAfter: wait}, nil)
 		}
 		vm, err := s.ovirt.GetVM(ctx, id)
@@ -563,6 +576,7 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 		// oVirt extends the image asynchronously; the next read shows the disk locked, then ok.
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, clusterv1.ConditionSeverityInfo,
 			"extending disk %s to %d GiB", osDisk.Alias, om.Spec.OSDiskSizeGB)
+		r.waits.began(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, r.Now())
 		return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 	}
 	r.waits.finished(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, r.Now())
@@ -764,6 +778,7 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		}
 		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventVMStarted, "PowerOn", "Started VM %s", vm.ID)
 		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1.ConditionSeverityInfo, "powering up")
+		r.waits.began(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, r.Now())
 		return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 	case ovirt.VMStatusWaitForLaunch, ovirt.VMStatusPoweringUp, ovirt.VMStatusRebootInProgress:
 		v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.VMPoweringUpReason, clusterv1.ConditionSeverityInfo, "powering up")

@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -109,4 +111,43 @@ func TestKeepBootstrapDataStoresItOnTheVM(t *testing.T) {
 	}
 	g.Expect(sent).NotTo(BeNil())
 	g.Expect(sent.CustomScript).NotTo(BeEmpty())
+}
+
+// TestAnEventRacingTheStatusOfAReadCostsNoSecondRead: the VM read that finds it up is followed
+// at once by another event (its Node registering) whose reconcile still sees the status from
+// before that read (the cache has not caught up): it waits for the status instead of reading
+// the VM again.
+func TestAnEventRacingTheStatusOfAReadCostsNoSecondRead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	for range 20 {
+		if f.ov.CallCount("RunOnce") > 0 {
+			break
+		}
+		res, err := f.reconcile(t)
+		if err != nil && !strings.Contains(err.Error(), errNoNodeStep) {
+			t.Fatal(err)
+		}
+		f.now = f.now.Add(max(res.RequeueAfter, time.Second))
+	}
+	g.Expect(f.ov.CallCount("RunOnce")).To(Equal(1))
+	stale := f.get(t)
+	g.Expect(v1beta1conditions.GetReason(stale, infrav1.MachineOnCondition)).To(Equal(infrav1.VMPoweringUpReason))
+
+	// The scheduled read finds the VM up.
+	_, err := f.reconcile(t)
+	g.Expect(err == nil || strings.Contains(err.Error(), errNoNodeStep)).To(BeTrue())
+	reads := f.ov.CallCount("GetVM")
+	g.Expect(v1beta1conditions.IsTrue(f.get(t), infrav1.MachineOnCondition)).To(BeTrue())
+
+	// An event right after, on the status from before the read.
+	cur := f.get(t)
+	stale.ResourceVersion = cur.ResourceVersion
+	g.Expect(f.c.Status().Update(ctx, stale)).To(Succeed())
+	f.now = f.now.Add(100 * time.Millisecond)
+	res, err := f.reconcile(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.ov.CallCount("GetVM")).To(Equal(reads), "no second read")
+	g.Expect(res.RequeueAfter).To(And(BeNumerically(">", 0), BeNumerically("<=", time.Second)))
 }

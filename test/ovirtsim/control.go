@@ -305,8 +305,9 @@ type RequestRecord struct {
 	End time.Time `json:"end"`
 	// Method is the HTTP method.
 	Method string `json:"method"`
-	// Path is the path template.
+	// Path is the path template; ID the first id in the path (the VM's, for /vms/{id}/...).
 	Path string `json:"path"`
+	ID   string `json:"id,omitempty"`
 	// Status is the HTTP status answered.
 	Status int `json:"status"`
 }

@@ -103,7 +103,11 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rest string
 		if gone {
 			status = 499
 		}
-		s.stats.record(RequestRecord{Start: start, End: time.Now(), Method: r.Method, Path: tmpl, Status: status}, true)
+		var first string
+		if len(ids) > 0 {
+			first = ids[0]
+		}
+		s.stats.record(RequestRecord{Start: start, End: time.Now(), Method: r.Method, Path: tmpl, ID: first, Status: status}, true)
 		if isAbort(rec) {
 			panic(rec) // a dropped connection: net/http closes it without an answer
 		}
