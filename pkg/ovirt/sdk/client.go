@@ -811,7 +811,7 @@ func (c *client) RunOnce(ctx context.Context, vmID string, customScript string) 
 		return invalid(op, "VM id is empty")
 	}
 	vm, err := ovirtsdk.NewVmBuilder().
-		InitializationBuilder(ovirtsdk.NewInitializationBuilder().CustomScript(customScript)).Build()
+		InitializationBuilder(ovirtsdk.NewInitializationBuilder().CustomScript(xmlText(customScript))).Build()
 	if err != nil {
 		return invalid(op, "building the run-once VM: %v", err)
 	}

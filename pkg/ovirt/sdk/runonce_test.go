@@ -25,7 +25,9 @@ func TestRunOnceGivesTheScriptToTheFirstRunOnly(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	tpl, err := c.FindTemplate(ctx, "rhcos-4.14", "")
 	g.Expect(err).NotTo(HaveOccurred())
-	const config = `{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core"}]}}`
+	// The SDK writes values into the XML as they are: a script with & or < must arrive whole
+	// (CABPK's cloud-config has shell commands with &&).
+	const config = `{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core","gecos":"a && b <c>"}]}}`
 	vm, err := c.CreateVM(ctx, ovirt.VMSpec{Name: "once", ClusterID: cluster.ID, TemplateID: tpl.ID, Comment: "capov ovirtmachine=ns/once uid=a", HostName: "once"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() string { st, _ := sim.VM(vm.ID); return st.Status }, 10*time.Second, 50*time.Millisecond).Should(Equal("down"))
@@ -38,6 +40,7 @@ func TestRunOnceGivesTheScriptToTheFirstRunOnly(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(in.Format).To(Equal(ovirtsim.InitFormatIgnition))
 	g.Expect(in.UserData).To(ContainSubstring(`"core"`), "the script reached the run's payload")
+	g.Expect(in.UserData).To(ContainSubstring(`a && b <c>`), "escaped on the wire, whole in the payload")
 	g.Expect(in.UserData).To(ContainSubstring("/etc/hostname"), "with the VM's stored host name")
 	st, _ := sim.VM(vm.ID)
 	g.Expect(st.CustomScript).To(BeEmpty(), "nothing stored on the VM")
