@@ -426,16 +426,11 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 		return aerr
 	}
 	n := *v
-	set := func(dst *string, src *string) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	set(&n.name, u.name)
-	set(&n.comment, u.comment)
-	set(&n.description, u.description)
-	set(&n.vmType, u.vmType)
-	set(&n.osType, u.osType)
+	setStr(&n.name, u.name)
+	setStr(&n.comment, u.comment)
+	setStr(&n.description, u.description)
+	setStr(&n.vmType, u.vmType)
+	setStr(&n.osType, u.osType)
 	u.applyInit(&n)
 	if u.sockets != nil {
 		n.sockets = *u.sockets
@@ -625,19 +620,21 @@ func osInitFormat(osType string) string {
 	return InitFormatCloudInit
 }
 
+// setStr sets *dst to *src unless src is nil (a field the update left out).
+func setStr(dst, src *string) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
 // applyInit sets the initialization fields of u on v.
 func (u *vmUpdate) applyInit(v *vm) {
-	set := func(dst *string, src *string) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	set(&v.customScript, u.customScript)
-	set(&v.hostName, u.hostName)
-	set(&v.initUser, u.initUser)
-	set(&v.sshKeys, u.sshKeys)
-	set(&v.dnsServers, u.dnsServers)
-	set(&v.dnsSearch, u.dnsSearch)
+	setStr(&v.customScript, u.customScript)
+	setStr(&v.hostName, u.hostName)
+	setStr(&v.initUser, u.initUser)
+	setStr(&v.sshKeys, u.sshKeys)
+	setStr(&v.dnsServers, u.dnsServers)
+	setStr(&v.dnsSearch, u.dnsSearch)
 	if u.initNets != nil {
 		v.initNets = *u.initNets
 	}
