@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capov/capov/pkg/ovirt/sdk"
 	"github.com/capov/capov/test/harness"
 )
 
@@ -152,8 +153,8 @@ func (rep *Report) inventoryTargets() []Target {
 		out = append(out, Target{"N=1,000 created at once: time-to-Ready p50 ≤ 0.6 × the total, total ≤ 1.1 × lower bound",
 			fmt.Sprintf("p50 %s of %s = %.2f; total %.2f × lower bound", r.Percentile(50).Round(100*time.Millisecond), r.AllReady.Round(100*time.Millisecond), p50, total),
 			p50 <= 0.6 && total <= 1.1})
-		out = append(out, Target{fmt.Sprintf("N=1,000: ≤ %d Engine calls per created machine (the declared minimal sequence)", MinimalCreateCalls),
-			fmt.Sprintf("%.2f", r.CreateCallsPerMachine()), r.CreateCallsPerMachine() <= MinimalCreateCalls})
+		out = append(out, Target{fmt.Sprintf("N=1,000: ≤ %d Engine calls per created machine (the writes and forced reads, each read its own call)", UnsharedCreateCalls),
+			fmt.Sprintf("%.2f", r.CreateCallsPerMachine()), r.CreateCallsPerMachine() <= UnsharedCreateCalls})
 	}
 	for _, r := range rep.Results {
 		if r.RestartCreateTTR > 0 && r.IdleCreateTTR > 0 {
@@ -205,16 +206,17 @@ func (rep *Report) Markdown(chartDir string) string {
 	}
 
 	w("\n### Scenarios\n\n")
-	w("| scenario | N | concurrency | clone | latency | image/disk/boot | all Ready | lower bound | ratio | %d-call bound (before) | p50 | p95 | oVirt calls / machine | logins | API-server requests | delete | calls / machine (delete) | peak RSS | peak heap |\n", PreviousMinimalCreateCalls)
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| scenario | N | concurrency | clone | latency | image/disk/boot | all Ready | lower bound | ratio | %d-call bound | %d-call bound (before) | p50 | p95 | oVirt calls / machine | logins | API-server requests | delete | calls / machine (delete) | peak RSS | peak heap |\n", UnsharedCreateCalls, PreviousMinimalCreateCalls)
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
 		del, delCalls := r.Delete.Round(100*time.Millisecond).String(), fmt.Sprintf("%.2f", r.DeleteCalls)
 		if r.DeleteSkipped {
 			del, delCalls = "not measured", "not measured"
 		}
-		w("| %s | %d | %d | %t | %s | %s/%s/%s | %s | %s | %.2f | %s (%.2f) | %s | %s | %.2f | %d | %.0f | %s | %s | %.0f MiB | %.0f MiB |\n",
+		w("| %s | %d | %d | %t | %s | %s/%s/%s | %s | %s | %.2f | %s (%.2f) | %s (%.2f) | %s | %s | %.2f | %d | %.0f | %s | %s | %.0f MiB | %.0f MiB |\n",
 			r.Name, r.Machines, r.Concurrency, r.Clone, r.Latency, r.ImageLock, r.DiskLock, r.Boot,
 			r.AllReady.Round(100*time.Millisecond), r.LowerBound.Round(100*time.Millisecond), r.AllReady.Seconds()/r.LowerBound.Seconds(),
+			r.UnsharedBound.Round(100*time.Millisecond), r.AllReady.Seconds()/r.UnsharedBound.Seconds(),
 			r.PreviousBound.Round(100*time.Millisecond), r.AllReady.Seconds()/r.PreviousBound.Seconds(),
 			r.Percentile(50).Round(100*time.Millisecond), r.Percentile(95).Round(100*time.Millisecond),
 			r.CreateCallsPerMachine(), r.Logins, r.KubeRequests, del, delCalls,
@@ -224,7 +226,8 @@ func (rep *Report) Markdown(chartDir string) string {
 		w("\n%s spreads its machines over %d Clusters of %d, each in its own namespace with its own view of the workload API server that lists only its own Nodes, as separate workload clusters would; it runs last and leaves its machines in place (deleting 5,000 at 20 calls/s would take another 25 minutes).\n",
 			r.Name, r.clusters(), r.Machines/r.clusters())
 	}
-	w("\nLower bound = the larger of (N × %d calls − the 40-call burst) ÷ 20 calls/s (the oVirt rate limit) and N × %d calls × latency ÷ min(concurrency, 10 in flight) + one machine's image copy, disk extension and boot. %d calls is the declared minimal sequence: the writes a creation needs (create, grow disk, start with the bootstrap data as run once) and the reads the Engine forces (image unlocked, disk unlocked, up); template, cluster and vNIC-profile lookups are cached. The %d-call bound beside it is the one of the releases that stored the bootstrap data on the VM and cleared it with a `PUT /vms/{id}` once the Node registered (before 2026-12-05 its 7 calls were name lookup, create, read, grow disk, read, start, read).\n\n", MinimalCreateCalls, MinimalCreateCalls, MinimalCreateCalls, PreviousMinimalCreateCalls)
+	w("\nLower bound = the larger of (N × c calls − the 40-call burst) ÷ 20 calls/s (the oVirt rate limit) and N × c calls × latency ÷ min(concurrency, 10 in flight) + one machine's image copy, disk extension and boot. c is the declared minimal sequence of a creation: the %d writes it needs (create, grow disk, start with the bootstrap data as run once) and the %d reads the Engine forces (image unlocked, disk unlocked, up), each read shared by the machines whose reads wait for the same rate-limit token, one search naming up to %d VMs; at most `concurrency` reconciles wait at once, so c = %d + %d ÷ min(concurrency, %d): 3.3 at concurrency 10, 6 at concurrency 1. Template, cluster and vNIC-profile lookups are cached. The %d-call bound beside it is that sequence with every read a call of its own (the bound until 2026-12-06); the %d-call bound is the one of the releases that stored the bootstrap data on the VM and cleared it with a `PUT /vms/{id}` once the Node registered (before 2026-12-05 its 7 calls were name lookup, create, read, grow disk, read, start, read).\n\n",
+		MinimalCreateWrites, ForcedCreateReads, sdk.MaxVMReadBatch, MinimalCreateWrites, ForcedCreateReads, sdk.MaxVMReadBatch, UnsharedCreateCalls, PreviousMinimalCreateCalls)
 
 	for _, r := range rep.Results {
 		if len(r.Stops) > 0 {

@@ -189,6 +189,27 @@ func TestSearchPageListFollowsLinksUnlessFollowIsIgnored(t *testing.T) {
 	}
 }
 
+// TestVMSearchByIDsWithOr: the Engine's VM search takes ID (a UUID, the vm_guid column) and OR
+// groups (VmConditionFieldAutoCompleter, SyntaxChecker): the answer is exactly the VMs named, an
+// unknown id matches nothing, and follow brings their disks inline. The SDK client reads the VMs
+// that wait for one rate-limit token this way.
+func TestVMSearchByIDsWithOr(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t)
+	conn := connect(t, sim)
+	createMarkedVMs(t, conn, "i-1", "i-2", "i-3")
+	first, ok := sim.VMByName("i-1")
+	g.Expect(ok).To(BeTrue())
+	third, ok := sim.VMByName("i-3")
+	g.Expect(ok).To(BeTrue())
+	const unknown = "00000000-0000-0000-0000-000000000001"
+	vms := listVMs(g, conn, "id="+first.ID+" or id="+unknown+" or id="+third.ID, 3, "disk_attachments.disk")
+	g.Expect(names(vms)).To(Equal([]string{"i-1", "i-3"}))
+	for _, v := range vms {
+		g.Expect(v.MustDiskAttachments().Slice()).To(HaveLen(1), "%s: disks inline", v.MustName())
+	}
+}
+
 func TestSearchPageOnlyOnVMs(t *testing.T) {
 	g := NewWithT(t)
 	sim := startSim(t)

@@ -387,26 +387,48 @@ func (c *client) FindVnicProfile(ctx context.Context, cluster *ovirt.Cluster, na
 // decision (resize, NIC reconciliation, addresses) rests on a missing list.
 // When follow is honoured it is one call.
 //
+// Reads of VMs that wait for the same rate-limit token share one call (vmReads).
+//
 // The host's name costs one GET /hosts/{id} per host and session (hostName).
 func (c *client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 	const op = "GetVM"
 	if id == "" {
 		return nil, invalid(op, "VM id is empty")
 	}
-	vm, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
-		resp, err := conn.SystemService().VmsService().VmService(id).Get().Follow(vmFollow).Send()
-		if err != nil {
-			return nil, err
-		}
-		vm, ok := resp.Vm()
-		if !ok {
-			return nil, fmt.Errorf("engine answered without a VM")
-		}
-		return toVM(vm), nil
+	if !isUUID(id) {
+		// Not something a search can name (the Engine's ids are UUIDs): read it on its own.
+		return c.getVM(ctx, id)
+	}
+	return c.s.p.reads.get(ctx, c, id)
+}
+
+// getVM reads one VM with one GET /vms/{id}.
+func (c *client) getVM(ctx context.Context, id string) (*ovirt.VM, error) {
+	vm, err := invoke(ctx, c.s, "GetVM", func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
+		return readVM(conn, id)
 	})
 	if err != nil {
 		return nil, err
 	}
+	return c.completeVM(ctx, id, vm)
+}
+
+// readVM is the SDK call of GetVM.
+func readVM(conn *ovirtsdk.Connection, id string) (*ovirt.VM, error) {
+	resp, err := conn.SystemService().VmsService().VmService(id).Get().Follow(vmFollow).Send()
+	if err != nil {
+		return nil, err
+	}
+	vm, ok := resp.Vm()
+	if !ok {
+		return nil, fmt.Errorf("engine answered without a VM")
+	}
+	return toVM(vm), nil
+}
+
+// completeVM reads what an answer that ignored follow left out, and names the VM's host.
+func (c *client) completeVM(ctx context.Context, id string, vm *ovirt.VM) (*ovirt.VM, error) {
+	var err error
 	// A VM made from a template always has disk attachments: none inline means
 	// the engine did not follow the links, so the NICs inline are not a fact
 	// either. (A VM without NICs is normal before the NIC phase; with its disks

@@ -149,6 +149,8 @@ type provider struct {
 	limiterWait prometheus.Observer
 	breakerOpen prometheus.Gauge
 	session     *session
+	// reads shares one call among the VM reads that wait for the same token.
+	reads vmReads
 }
 
 func (f *Factory) newProvider(name string) *provider {
