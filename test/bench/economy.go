@@ -248,8 +248,8 @@ func (r *Runner) measureEconomy(ctx context.Context, m *managerRun, sc *Scenario
 // the time from its start and whether that happened before the timeout. Caught up means, with
 // the inventory, that its first inventory finished and the OVirtMachine controller reconciled at
 // least once per machine and then has nothing queued or running (the inventory wakes every
-// machine when it finishes); without it, that every machine read its VM once and was
-// reconciled. The count then ends once the Engine saw no request for a third of the shortest
+// machine when it finishes); without it, that every machine was reconciled once (each of those
+// reconciles read its VM). The count then ends once the Engine saw no request for a third of the shortest
 // interval (1-5 s), or that long after catching up when requests never stop (per-VM reads of
 // more machines than the rate limit reads in a sync period): before any periodic read of the
 // next interval.
@@ -268,8 +268,9 @@ func (r *Runner) settle(ctx context.Context, m *managerRun, sc *Scenario, invent
 		if caughtUp.IsZero() {
 			p := r.managerProgress(ctx, m)
 			reconciled := p.reconciles >= float64(sc.Machines)
-			if inventory && p.inventoried && reconciled && p.queued == 0 ||
-				!inventory && reconciled && sim.RequestCount("GET", "/vms/{id}") >= sc.Machines {
+			// With per-VM reads every reconcile of a Ready machine reads its VM, alone or in a
+			// shared search (so the GET /vms/{id} count alone says nothing).
+			if inventory && p.inventoried && reconciled && p.queued == 0 || !inventory && reconciled {
 				caughtUp = now
 			}
 		}
