@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/capov/capov/pkg/app/options"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/ovirtsim"
 	"github.com/capov/capov/test/webhookload"
@@ -73,6 +75,9 @@ type Options struct {
 	WebhookClients int
 	// ProfileDir, when set, receives the heap profiles of every scenario's manager (see Runner).
 	ProfileDir string
+	// ManagerMemoryLimit, when not 0, is the container memory limit (bytes) the managers run as
+	// if under: they get GOMEMLIMIT at the soft limit the binaries set for it.
+	ManagerMemoryLimit int64
 }
 
 // RunAll starts the stack (without Cluster API's controllers: the bench creates Machines
@@ -97,6 +102,14 @@ func RunAll(ctx context.Context, scenarios []Scenario, opts Options) (*Report, e
 		return nil, err
 	}
 	defer stack.Stop()
+	if opts.ManagerMemoryLimit > 0 {
+		soft := options.SoftMemoryLimit(opts.ManagerMemoryLimit)
+		if soft == 0 {
+			return nil, fmt.Errorf("a memory limit of %d bytes leaves the manager no room (at least 128Mi)", opts.ManagerMemoryLimit)
+		}
+		stack.ManagerEnv = append(stack.ManagerEnv, "GOMEMLIMIT="+strconv.FormatInt(soft, 10))
+		rep.ManagerMemoryLimit, rep.ManagerSoftMemoryLimit = opts.ManagerMemoryLimit, soft
+	}
 	r := &Runner{Stack: stack, Out: opts.Out, ProfileDir: opts.ProfileDir}
 	if err := r.Setup(ctx); err != nil {
 		return nil, err

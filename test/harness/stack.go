@@ -104,6 +104,8 @@ type Stack struct {
 	WebhookAddr string
 	// ManagerBin is the manager binary (to start more managers).
 	ManagerBin string
+	// ManagerEnv is added to the environment of the managers StartManager starts.
+	ManagerEnv []string
 	// webhookArgs are the flags every webhook start shares; webhookPort is the admission port
 	// registered in the API server, held for the stack's lifetime.
 	webhookArgs   []string
@@ -272,7 +274,7 @@ func (s *Stack) StartManager(ctx context.Context, name string, args []string) (*
 	return startBinary(ctx, binaryStart{
 		name: name, bin: s.ManagerBin, legacy: s.ManagerBin == s.opts.Binaries["manager"],
 		args: append([]string{"--kubeconfig=" + s.KubeconfigPath, "--credentials-namespace=capov-system"}, args...),
-		env:  []string{"POD_NAMESPACE=capov-system"}, logPath: filepath.Join(s.opts.WorkDir, "logs", name+".log"),
+		env:  append([]string{"POD_NAMESPACE=capov-system"}, s.ManagerEnv...), logPath: filepath.Join(s.opts.WorkDir, "logs", name+".log"),
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
@@ -64,6 +66,7 @@ func Main(b Binary, args []string, stdout, stderr io.Writer) int {
 	defer klog.Flush()
 	v := version.Get()
 	log.Info("Starting "+b.Name, "version", v.GitVersion, "gitCommit", v.GitCommit, "buildDate", v.BuildDate, "goVersion", v.GoVersion)
+	applyMemoryLimit(log, "/", os.LookupEnv, debug.SetMemoryLimit)
 	cfg, err := b.Common.LoadRestConfig()
 	if err != nil {
 		log.Error(err, "Loading the kubeconfig")

@@ -570,7 +570,8 @@ func ptrInt(p *int32) int32 {
 }
 
 // upgrade: helm upgrade with what an SSP changes (feature gates, resources, a nodeSelector):
-// both Deployments roll, the manager logs the new gates, and no VM is written to.
+// both Deployments roll, the manager logs the new gates, both set their Go soft memory limit from
+// their container's new limit, and no VM is written to.
 func (e *e2e) upgrade(t *testing.T) {
 	g := NewWithT(t)
 	oldPods := map[string]bool{}
@@ -612,12 +613,17 @@ nodeSelector:
 	dep := &appsv1.Deployment{}
 	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: manager}, dep)).To(Succeed())
 	g.Expect(dep.Spec.Template.Spec.Containers[0].Resources.Requests.Memory().String()).To(Equal("160Mi"))
+	// The Go soft memory limit follows the container's limit: 640Mi less 64Mi for the manager,
+	// the webhook's default 128Mi less 64Mi.
+	memoryLimit := map[string]string{manager: `containerLimit=671088640 softLimit=603979776`, webhook: `containerLimit=134217728 softLimit=67108864`}
 	for _, d := range []string{manager, webhook} {
 		g.Eventually(func(g Gomega) {
 			for _, p := range e.pods(g, d) {
 				logs, err := e.kubectl("logs", "-n", ns, p.Name)
 				g.Expect(err).NotTo(HaveOccurred(), logs)
 				g.Expect(logs).To(MatchRegexp(`Resolved feature gates.*disk-add-vm-name=true`), "%s logs the new gates", p.Name)
+				g.Expect(logs).To(MatchRegexp(`Set the Go soft memory limit from the container's memory limit.* `+memoryLimit[d]),
+					"%s sets its soft memory limit from its container's", p.Name)
 			}
 		}).WithTimeout(time.Minute).Should(Succeed())
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/capov/capov/test/bench"
@@ -32,6 +33,7 @@ func main() {
 	from := flag.String("from", "", "Render the report from a results JSON file written by an earlier run instead of running (a relative path is relative to the repository, e.g. docs/bench/results.json).")
 	only := flag.String("run", "", "Run only the scenarios whose name matches this regular expression (e.g. n100-c10$); the results are printed, docs are not rewritten.")
 	profileDir := flag.String("profile-dir", "", "Save heap profiles of each scenario's manager (all Ready, and after the steady window) in this directory, for go tool pprof (empty: none).")
+	memoryLimit := flag.String("manager-memory-limit", "", "Run the managers as in a container with this memory limit (a Kubernetes quantity, e.g. 256Mi): they get the Go soft memory limit the binaries set for it (empty: none).")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the bench prints its own progress.
 	ctrllog.SetLogger(logr.Discard())
@@ -43,6 +45,14 @@ func main() {
 		*doc = ""
 	}
 	opts := bench.Options{Out: os.Stdout, WebhookRequests: *webhookRequests, WebhookClients: *webhookClients, ProfileDir: *profileDir}
+	if *memoryLimit != "" {
+		q, err := resource.ParseQuantity(*memoryLimit)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -manager-memory-limit=%s: %v (e.g. 256Mi)\n", *memoryLimit, err)
+			os.Exit(2)
+		}
+		opts.ManagerMemoryLimit = q.Value()
+	}
 	if err := run(ctx, *set, *only, *doc, *charts, *workDir, *from, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
