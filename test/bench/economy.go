@@ -249,10 +249,10 @@ func (r *Runner) measureEconomy(ctx context.Context, m *managerRun, sc *Scenario
 // the inventory, that its first inventory finished and the OVirtMachine controller reconciled at
 // least once per machine and then has nothing queued or running (the inventory wakes every
 // machine when it finishes); without it, that every machine was reconciled once (each of those
-// reconciles read its VM). The count then ends once the Engine saw no request for a third of the shortest
-// interval (1-5 s), or that long after catching up when requests never stop (per-VM reads of
-// more machines than the rate limit reads in a sync period): before any periodic read of the
-// next interval.
+// reconciles read its VM). The count then ends once the Engine saw no request for a third of
+// the shortest interval (1-5 s), or that long after catching up when requests never stop
+// (per-VM reads of more machines than the rate limit reads in a sync period): before any
+// periodic read of the next interval.
 func (r *Runner) settle(ctx context.Context, m *managerRun, sc *Scenario, inventory bool) (time.Duration, bool) {
 	sim := r.Stack.Sim
 	quiet := min(max(min(sc.SyncPeriod, sc.ProviderCheck)/3, time.Second), 5*time.Second)
