@@ -32,7 +32,10 @@ func TestTheCacheKeepsWhatTheManagerReads(t *testing.T) {
 	g.Expect(got.ManagedFields).To(BeNil())
 	g.Expect(got.Status).To(Equal(clusterv1.MachineStatus{}))
 
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w-1", ManagedFields: managed}, Spec: corev1.NodeSpec{ProviderID: "ovirt://abc"},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w-1", UID: "u-1", ResourceVersion: "42", ManagedFields: managed,
+		Labels:      map[string]string{"kubernetes.io/hostname": "w-1", "node-role.kubernetes.io/control-plane": ""},
+		Annotations: map[string]string{"kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock"}},
+		Spec: corev1.NodeSpec{ProviderID: "ovirt://abc", PodCIDR: "10.244.1.0/24", Taints: []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
 			NodeInfo:     corev1.NodeSystemInfo{SystemUUID: "ABC", KubeletVersion: "v1.36.0"},
 			Addresses:    []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
@@ -44,7 +47,8 @@ func TestTheCacheKeepsWhatTheManagerReads(t *testing.T) {
 	out, err = tr(n.DeepCopy())
 	g.Expect(err).NotTo(HaveOccurred())
 	node := out.(*corev1.Node)
-	g.Expect(node.Spec.ProviderID).To(Equal("ovirt://abc"))
+	g.Expect(node.Spec).To(Equal(corev1.NodeSpec{ProviderID: "ovirt://abc"}))
+	g.Expect(node.ObjectMeta).To(Equal(metav1.ObjectMeta{Name: "w-1", UID: "u-1", ResourceVersion: "42"}), "identity only: no labels, annotations or managedFields")
 	g.Expect(node.Status).To(Equal(corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: "ABC"}, Addresses: n.Status.Addresses}))
 	g.Expect(node.ManagedFields).To(BeNil())
 
