@@ -164,6 +164,10 @@ var _ = Describe("The shipped ClusterClass builds a cluster with static addresse
 			g.Expect(ms).To(HaveLen(2), "machines of the cluster; %s", topologyConditions(cluster))
 			for _, m := range ms {
 				g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
+				// The guest's kubelet is the version the Machine was built for: CAPI's topology
+				// reconciler reads another as a MachineDeployment still upgrading.
+				g.Expect(m.Status.NodeInfo).NotTo(BeNil(), "Machine %s: CAPI copies the Node's info", m.Name)
+				g.Expect(m.Status.NodeInfo.KubeletVersion).To(Equal(topoVersion), "Machine %s", m.Name)
 			}
 		}, wait, poll).Should(Succeed())
 		seen := map[string]bool{}

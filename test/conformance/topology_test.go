@@ -400,6 +400,10 @@ func expectTopologyVMs(ctx context.Context, n int) {
 		for _, m := range machines {
 			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
 			g.Expect(m.Status.NodeRef.Name).NotTo(BeEmpty(), "Machine %s", m.Name)
+			// The guest's kubelet is the version the Machine was built for (CAPI's topology
+			// reconciler reads a different one as a MachineDeployment still upgrading).
+			g.Expect(m.Status.NodeInfo).NotTo(BeNil(), "Machine %s: CAPI copies the Node's info", m.Name)
+			g.Expect(m.Status.NodeInfo.KubeletVersion).To(Equal(topoVersion), "Machine %s", m.Name)
 			om := &infrav1.OVirtMachine{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: topoNS, Name: m.Spec.InfrastructureRef.Name}, om)).To(Succeed())
 			g.Expect(om.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))

@@ -153,9 +153,21 @@ func ownerRef(obj client.Object, kind string) metav1.OwnerReference {
 	}
 }
 
+// DefaultKubeletVersion is the version a registered Node's kubelet reports when the test
+// names none.
+const DefaultKubeletVersion = "v1.36.3"
+
 // RegisterNode creates a Node as kubelet registers it without a cloud provider: empty
-// providerID, the VM id as SMBIOS system UUID (upper-case, as dmidecode prints it), Ready.
+// providerID, the VM id as SMBIOS system UUID (upper-case, as dmidecode prints it), Ready,
+// running DefaultKubeletVersion.
 func RegisterNode(ctx context.Context, c client.Client, name, vmID string, addresses []string) (*corev1.Node, error) {
+	return RegisterNodeAt(ctx, c, name, vmID, addresses, DefaultKubeletVersion)
+}
+
+// RegisterNodeAt is RegisterNode with the kubelet's version: the guest's image carries the
+// Kubernetes version its Machine was built for, and Cluster API compares the two (a
+// MachineDeployment with a Machine whose kubelet differs is still upgrading).
+func RegisterNodeAt(ctx context.Context, c client.Client, name, vmID string, addresses []string, kubeletVersion string) (*corev1.Node, error) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
 	if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating Node %s: %w", name, err)
@@ -168,7 +180,7 @@ func RegisterNode(ctx context.Context, c client.Client, name, vmID string, addre
 	// larger part of a real Node, which a cache of Nodes holds for every node).
 	node.Status.NodeInfo = corev1.NodeSystemInfo{SystemUUID: strings.ToUpper(vmID), MachineID: strings.ReplaceAll(vmID, "-", ""),
 		BootID: "6c1f1d2e-1b8f-4d6e-9f43-" + fmt.Sprintf("%012d", len(name)), KernelVersion: "6.1.0-27-amd64", OSImage: "Debian GNU/Linux 12 (bookworm)",
-		ContainerRuntimeVersion: "containerd://1.7.24", KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64"}
+		ContainerRuntimeVersion: "containerd://1.7.24", KubeletVersion: kubeletVersion, OperatingSystem: "linux", Architecture: "amd64"}
 	resources := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8148204Ki"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("81854Mi"), corev1.ResourcePods: resource.MustParse("110"),
 		"hugepages-1Gi": resource.MustParse("0"), "hugepages-2Mi": resource.MustParse("0")}
@@ -216,6 +228,9 @@ type Kubelet struct {
 	Filter func(VMInfo) bool
 	// Interval is the poll interval (default 200ms).
 	Interval time.Duration
+	// KubeletVersion returns the version the VM's kubelet runs (nil: DefaultKubeletVersion).
+	// An error leaves the VM for the next poll.
+	KubeletVersion func(ctx context.Context, vm VMInfo) (string, error)
 }
 
 // Run registers Nodes until ctx ends.
@@ -232,7 +247,15 @@ func (k *Kubelet) Run(ctx context.Context) {
 			if vm.Status != "up" || registered[vm.ID] || (k.Filter != nil && !k.Filter(vm)) {
 				continue
 			}
-			if _, err := RegisterNode(ctx, k.Workload, vm.Name, vm.ID, vm.IPs); err == nil {
+			version := DefaultKubeletVersion
+			if k.KubeletVersion != nil {
+				v, err := k.KubeletVersion(ctx, vm)
+				if err != nil {
+					continue
+				}
+				version = v
+			}
+			if _, err := RegisterNodeAt(ctx, k.Workload, vm.Name, vm.ID, vm.IPs, version); err == nil {
 				registered[vm.ID] = true
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -263,6 +264,9 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	if s.Workload != nil {
 		s.say("Starting the kubelet stand-in: it registers a Node in the workload cluster for every VM that is up")
 		k := &Kubelet{Workload: s.Workload.Client, VMs: s.listVMs}
+		if !opts.WithoutCAPI {
+			k.KubeletVersion = s.machineVersion
+		}
 		s.goRun(k.Run)
 	}
 	return s, nil
@@ -587,4 +591,20 @@ func WaitReady(ctx context.Context, p *Process, url string) error {
 		return fmt.Errorf("%s did not become ready: %w\n%s", p.Name, err, Tail(p.Logs(), 30))
 	}
 	return nil
+}
+
+// machineVersion is the Kubernetes version of the Machine whose infrastructure is the VM (VMs
+// are named after their OVirtMachines), which the guest's image would carry; a VM of no
+// Machine runs DefaultKubeletVersion.
+func (s *Stack) machineVersion(ctx context.Context, vm VMInfo) (string, error) {
+	machines := &clusterv1.MachineList{}
+	if err := s.Mgmt.Client.List(ctx, machines); err != nil {
+		return "", fmt.Errorf("listing Machines: %w", err)
+	}
+	for _, m := range machines.Items {
+		if m.Spec.InfrastructureRef.Name == vm.Name && m.Spec.Version != "" {
+			return m.Spec.Version, nil
+		}
+	}
+	return DefaultKubeletVersion, nil
 }
