@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -88,8 +89,7 @@ func (r *OVirtClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&clusterv1.Cluster{},
 			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("OVirtCluster"), mgr.GetClient(), &infrav1.OVirtCluster{})),
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
-		Watches(&infrav1.OVirtMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
-			builder.WithPredicates(placementChanged())).
+		Watches(&infrav1.OVirtMachine{}, r.settledMachineToCluster(), builder.WithPredicates(placementChanged())).
 		// The IPAM provider allocating the endpoint's address wakes the cluster up.
 		Owns(&ipamv1.IPAddressClaim{}).
 		Named("ovirtcluster").
@@ -227,6 +227,39 @@ func (r *OVirtClusterReconciler) machineToCluster(ctx context.Context, o client.
 		return nil
 	}
 	return requestsFor(list.Items, nil)
+}
+
+// placementSettle is how long an OVirtMachine event waits before it reconciles the OVirtClusters
+// of its Cluster: the events of many machines created or deleted together then reconcile each
+// cluster once (every reconcile reads all the cluster's machines), and a VM waits at most this
+// long longer for a new affinity group.
+const placementSettle = time.Second
+
+// settledMachineToCluster enqueues the OVirtClusters of an OVirtMachine's Cluster (of the old and
+// the new object on an update) placementSettle after the event; events within that time are
+// one reconcile.
+func (r *OVirtClusterReconciler) settledMachineToCluster() handler.EventHandler {
+	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			for _, req := range r.machineToCluster(ctx, o) {
+				q.AddAfter(req, placementSettle)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+	}
 }
 
 // placementChanged passes the OVirtMachine events that change what the cluster keeps for its

@@ -45,12 +45,16 @@ type placementState struct {
 }
 
 // clusterMachines lists the OVirtMachines of the Cluster (by Cluster API's cluster-name label).
+// They are the cache's own objects, not copies (a copy of every machine of the cluster for each
+// reconcile was 40% of all the manager allocated while 1,000 machines were created): read them,
+// never change them.
 func (r *OVirtClusterReconciler) clusterMachines(ctx context.Context, oc *infrav1.OVirtCluster, clusterName string) ([]infrav1.OVirtMachine, error) {
 	if clusterName == "" {
 		return nil, nil
 	}
 	list := &infrav1.OVirtMachineList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(oc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(oc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the OVirtMachines of cluster %s: %w", clusterName, err)
 	}
 	return list.Items, nil
