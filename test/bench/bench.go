@@ -362,8 +362,9 @@ func (r *Runner) measureReadyMachines(ctx context.Context, mgr *managerRun, sc *
 	return mgr, nil
 }
 
-// deleteAll deletes the OVirtMachines of the clusters (n of them) and times it; then the
-// workload Nodes, as CAPI would, for the next scenario.
+// deleteAll deletes the OVirtMachines of the clusters (n of them) and times it; then, as Cluster
+// API would, their Machines, bootstrap Secrets and workload Nodes, so that the next scenario's
+// manager caches only its own objects (it caches every Machine of the management cluster).
 func (r *Runner) deleteAll(ctx context.Context, mgr *managerRun, res *Result, clusters []*clusterv1.Cluster, n int) error {
 	sim, c := r.Stack.Sim, r.Stack.MgmtClient()
 	sim.ResetCounters()
@@ -382,6 +383,13 @@ func (r *Runner) deleteAll(ctx context.Context, mgr *managerRun, res *Result, cl
 	res.PeakRSS, res.PeakHeap = max(res.PeakRSS, rss), max(res.PeakHeap, heap)
 	r.say("   deleted in %s, %.1f calls per machine; manager peak RSS %.0f MiB, heap %.0f MiB, %.0f API-server requests",
 		res.Delete.Round(time.Millisecond), res.DeleteCalls, res.PeakRSS/(1<<20), res.PeakHeap/(1<<20), res.KubeRequests)
+	for _, cl := range clusters {
+		for _, o := range []client.Object{&clusterv1.Machine{}, &corev1.Secret{}} {
+			if err := c.DeleteAllOf(ctx, o, client.InNamespace(cl.Namespace)); err != nil {
+				return fmt.Errorf("deleting the %T objects of namespace %s: %w", o, cl.Namespace, err)
+			}
+		}
+	}
 	if err := r.Stack.Workload.Client.DeleteAllOf(ctx, &corev1.Node{}); err != nil {
 		return fmt.Errorf("deleting the workload Nodes: %w", err)
 	}
