@@ -44,7 +44,7 @@ const (
 )
 
 // DefaultInventoryPageSize is the number of VMs per inventory request.
-const DefaultInventoryPageSize = 200
+const DefaultInventoryPageSize = 100
 
 // maxOrphanNames is how many orphaned VMs the OrphanedVMs condition names.
 const maxOrphanNames = 10
@@ -371,7 +371,9 @@ func (inv *Inventory) RunOnce(ctx context.Context, p *infrav1.OVirtProvider) boo
 			// A VM created or removed during the inventory shifts the pages: one may show twice.
 			if !seen[vm.ID] {
 				seen[vm.ID] = true
-				vms = append(vms, vm)
+				// Pruned at once: a page's VMs carry every guest interface (kube-ipvs0 with
+				// an address per Service) until then, and the pass keeps every page's VMs.
+				vms = append(vms, prunedVM(vm))
 				added++
 			}
 		}
@@ -405,7 +407,7 @@ func (inv *Inventory) apply(ctx context.Context, log logr.Logger, p *infrav1.OVi
 	listed := map[string]bool{}
 	var odd []oddVM
 	for i := range vms {
-		vm := prunedVM(vms[i])
+		vm := vms[i]
 		owner, ok := parseOwnerMarker(vm.Comment)
 		if !ok || owner.cluster != inv.ManagementClusterID {
 			continue // the Engine's match is a LIKE: only the exact field counts

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/crdmigrator"
 
 	"github.com/capov/capov/pkg/app/options"
+	"github.com/capov/capov/pkg/controllers"
 )
 
 // Options are the manager's flags.
@@ -159,7 +160,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.OVirtAuthBackoff, "ovirt-auth-backoff", 5*time.Minute, "How long logins stay suspended after --ovirt-auth-failure-threshold failures (protects the account from lockout).")
 	fs.StringSliceVar(&o.SkipCRDMigrationPhases, "skip-crd-migration-phases", nil, "Comma-separated list of CRD storage migration phases not to run at start: StorageVersionMigration (rewrite every object in the storage version v1beta2 and set the CRDs' status.storedVersions to [v1beta2]), CleanupManagedFields (drop managedFields entries of API versions no longer served). Default: run both.")
 	fs.DurationVar(&o.InventoryInterval, "inventory-interval", -1, "Time between two bulk inventories of each OVirtProvider's VMs (one paginated search per provider): Ready machines read their VM from it, out-of-band changes and orphaned VMs are noticed within it. Default: --sync-period. 0 turns the inventory off: Ready machines then read their VMs one by one, once per --sync-period.")
-	fs.IntVar(&o.InventoryPageSize, "inventory-page-size", 200, "Number of VMs per inventory request (1-1000).")
+	fs.IntVar(&o.InventoryPageSize, "inventory-page-size", controllers.DefaultInventoryPageSize, "Number of VMs per inventory request (1-1000): a page is parsed whole, about 200 KB allocated per VM while it is read.")
 	fs.DurationVar(&o.TestOrphanedVMsGracePeriod, "test-orphaned-vms-grace-period", 0, "FOR TESTS ONLY: when positive, replaces the spec.orphanedVMsGracePeriod of every OVirtProvider (whose admission minimum is 10m), so that a test can run past it. Never set it in production: a clusterctl move needs the grace period to finish.")
 	fs.StringVar(&o.ManagementClusterID, "management-cluster-id", "", "Id of this management cluster, written into the owner marker of every VM it creates (management-cluster=<id>): VMs with another id belong to another management cluster sharing the Engine and are never orphans here. Default: the UID of the kube-system Namespace. Letters, digits, '.', '_' and '-', at most 64.")
 	fs.DurationVar(&o.OVirtLookupCacheTTL, "ovirt-lookup-cache-ttl", 2*time.Minute, "How long template, cluster, storage-domain and vNIC-profile lookups are cached; 0 disables.")
