@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -190,7 +192,10 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&infrav1.OVirtCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPlacementMachines),
 			builder.WithPredicates(groupsOrDomainsChanged())).
 		// An IPAM provider allocating an address (status.addressRef) wakes the machine up.
-		Owns(&ipamv1.IPAddressClaim{})
+		Owns(&ipamv1.IPAddressClaim{}).
+		// The For watch queues the machines of the initial list at low priority; those
+		// that are not Ready go before them (unfinishedFirst).
+		Watches(&infrav1.OVirtMachine{}, unfinishedFirst())
 	if r.ClusterCache != nil {
 		b = b.WatchesRawSource(r.ClusterCache.GetClusterSource("ovirtmachine", clusterToMachines))
 	}
@@ -383,6 +388,30 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		res.Priority = ptr.To(inFlightPriority)
 	}
 	return res, err
+}
+
+// unfinishedFirst queues the OVirtMachines of a start's initial list that are not Ready yet
+// (being created, in flight, being deleted) at the priority their events have while the manager
+// runs, so that a restart does not put them behind every Ready machine: the For watch queues the
+// whole initial list at handler.LowPriority, and the queue keeps an item's highest priority.
+func unfinishedFirst() handler.TypedFuncs[client.Object, reconcile.Request] {
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			om, ok := e.Object.(*infrav1.OVirtMachine)
+			if !ok || !e.IsInInitialList || (provisioned(om) && om.DeletionTimestamp.IsZero()) {
+				return
+			}
+			pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+			if !ok {
+				return // without a priority queue the For watch's add is all there is
+			}
+			priority := 0
+			if vmIDOf(om) != "" && om.DeletionTimestamp.IsZero() {
+				priority = inFlightPriority
+			}
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(om)})
+		},
+	}
 }
 
 // inFlightPriority is the work-queue priority of a machine whose VM exists and that is not Ready

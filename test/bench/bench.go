@@ -321,7 +321,9 @@ func (r *Runner) Run(ctx context.Context, sc Scenario, lastOfRun bool) (_ *Resul
 		}
 	}
 	if sc.RestartCreate {
-		if mgr, err = r.measureRestartCreate(ctx, mgr, &sc, res, clusters[0]); err != nil {
+		// In the last Cluster: they come last in a restart's initial list (by namespace and
+		// name), where a queue that serves the list in its order serves them last.
+		if mgr, err = r.measureRestartCreate(ctx, mgr, &sc, res, clusters[len(clusters)-1]); err != nil {
 			return nil, err
 		}
 		deleted += 2
@@ -438,8 +440,8 @@ func (r *Runner) createClusters(ctx context.Context, sc *Scenario) ([]*clusterv1
 		for i := k * perCluster; i < min((k+1)*perCluster, sc.Machines); i++ {
 			nodes = append(nodes, fmt.Sprintf("%s-%04d", sc.Name, i))
 		}
-		if k == 0 {
-			// The machines of RestartCreate join the first Cluster.
+		if k == n-1 {
+			// The machines of RestartCreate join the last Cluster.
 			nodes = append(nodes, restartCreateName(sc, "idle"), restartCreateName(sc, "restart"))
 		}
 		kc, err := views.kubeconfig(ns, nodes)

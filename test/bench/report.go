@@ -310,7 +310,7 @@ func (rep *Report) economyMarkdown(w func(string, ...any)) {
 	}
 	for _, r := range rep.Results {
 		if r.RestartCreateTTR > 0 {
-			w("A machine created during a restart (%s): with all %d machines Ready, one more machine (Machine, bootstrap Secret, OVirtMachine) created on the idle manager was Ready in %s; after a graceful restart of the manager, one created right after the new process started was Ready in %s (%.2f×), while the manager caught up with the %d Ready machines.\n\n",
+			w("A machine created during a restart (%s): with all %d machines Ready, one more machine (Machine, bootstrap Secret, OVirtMachine) created on the idle manager was Ready in %s; after a graceful restart of the manager, one created right after the new process started, in the last Cluster (so that it comes last in the new manager's initial list), was Ready in %s (%.2f×), while the manager caught up with the %d Ready machines.\n\n",
 				r.Name, r.Machines, r.IdleCreateTTR.Round(100*time.Millisecond), r.RestartCreateTTR.Round(100*time.Millisecond),
 				r.RestartCreateTTR.Seconds()/r.IdleCreateTTR.Seconds(), r.Machines)
 		}
