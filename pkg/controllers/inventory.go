@@ -43,8 +43,12 @@ const (
 	eventOrphanNotDeleted  = "OrphanedVMNotDeletable"
 )
 
-// DefaultInventoryPageSize is the number of VMs per inventory request.
-const DefaultInventoryPageSize = 100
+// DefaultInventoryPageSize is the number of VMs per inventory request. A page is parsed whole
+// (about 200 KB allocated per VM with a Kubernetes node's guest interfaces), so smaller pages
+// keep the manager smaller; but a full page costs one more request to learn that nothing
+// follows, so below 120 a fleet of 100 to 119 machines would pay more than 0.1 Engine calls per
+// machine and hour at the default 10-minute interval (two requests per inventory).
+const DefaultInventoryPageSize = 150
 
 // maxOrphanNames is how many orphaned VMs the OrphanedVMs condition names.
 const maxOrphanNames = 10

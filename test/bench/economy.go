@@ -121,7 +121,7 @@ func InventoryCallsAllowed(n, pageSize int) int {
 }
 
 // inventoryPageSize is the manager's default --inventory-page-size.
-const inventoryPageSize = 100
+const inventoryPageSize = 150
 
 // managerRun is one manager process of a scenario with its sampler and profiler.
 type managerRun struct {
