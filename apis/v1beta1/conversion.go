@@ -27,6 +27,9 @@ import (
 //   - the addressing fields (v1beta2 only: dropped here, kept by the webhook): a NIC's
 //     addressesFromPools, gateway, nameservers, searchDomains, deviceName, dhcp4 and dhcp6, and OVirtCluster
 //     spec.controlPlaneEndpointFromPool;
+//   - the VM contents (v1beta2 only: dropped here, kept by the webhook): the VM spec's osDisk,
+//     dataDisks, tags, customProperties, highAvailability and performance, OVirtMachine
+//     status.dataDisks, OVirtCluster spec.tags and OVirtProvider spec.createMissingTags;
 //   - the Cluster API types of v1beta1 (local copies) <-> Cluster API's v1beta2 types.
 //
 // What v1beta1 cannot express (provisioned *false, providerID "", the v1beta2-only fields) is

@@ -478,6 +478,7 @@ func autoConvert_v1beta2_OVirtClusterSpec_To_v1beta1_OVirtClusterSpec(in *v1beta
 	// WARNING: in.Provider requires manual conversion: does not exist in peer-type
 	// WARNING: in.FailureDomains requires manual conversion: does not exist in peer-type
 	// WARNING: in.ControlPlaneAntiAffinity requires manual conversion: does not exist in peer-type
+	// WARNING: in.Tags requires manual conversion: does not exist in peer-type
 	return nil
 }
 
@@ -678,6 +679,7 @@ func autoConvert_v1beta2_OVirtMachineStatus_To_v1beta1_OVirtMachineStatus(in *v1
 	out.VMName = in.VMName
 	out.VMState = in.VMState
 	out.SystemDiskIDs = *(*[]string)(unsafe.Pointer(&in.SystemDiskIDs))
+	// WARNING: in.DataDisks requires manual conversion: does not exist in peer-type
 	// WARNING: in.SystemDisksPending requires manual conversion: does not exist in peer-type
 	// WARNING: in.BootstrapDataCleared requires manual conversion: does not exist in peer-type
 	// WARNING: in.EngineInstanceID requires manual conversion: does not exist in peer-type
@@ -942,6 +944,7 @@ func autoConvert_v1beta2_OVirtProviderSpec_To_v1beta1_OVirtProviderSpec(in *v1be
 	// WARNING: in.OrphanedVMs requires manual conversion: does not exist in peer-type
 	// WARNING: in.OrphanedVMsGracePeriod requires manual conversion: does not exist in peer-type
 	// WARNING: in.AllowedAffinityGroups requires manual conversion: does not exist in peer-type
+	// WARNING: in.CreateMissingTags requires manual conversion: does not exist in peer-type
 	return nil
 }
 
@@ -1063,6 +1066,12 @@ func autoConvert_v1beta2_OVirtVMSpec_To_v1beta1_OVirtVMSpec(in *v1beta2.OVirtVMS
 	}
 	// WARNING: in.AntiAffinity requires manual conversion: does not exist in peer-type
 	// WARNING: in.AffinityGroups requires manual conversion: does not exist in peer-type
+	// WARNING: in.OSDisk requires manual conversion: does not exist in peer-type
+	// WARNING: in.DataDisks requires manual conversion: does not exist in peer-type
+	// WARNING: in.Tags requires manual conversion: does not exist in peer-type
+	// WARNING: in.CustomProperties requires manual conversion: does not exist in peer-type
+	// WARNING: in.HighAvailability requires manual conversion: does not exist in peer-type
+	// WARNING: in.Performance requires manual conversion: does not exist in peer-type
 	return nil
 }
 

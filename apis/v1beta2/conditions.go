@@ -99,6 +99,15 @@ const (
 	DuplicateVMsReason = "DuplicateVMs"
 	// VMNotFoundReason: the VM recorded in status.vmID / spec.providerID disappeared from oVirt.
 	VMNotFoundReason = "VMNotFound"
+	// OSDiskNeedsCloneReason: spec.osDisk sets a format or preallocation but the clone mode
+	// resolves to thin (diskclone false from the OVirtProvider or the gate): a thin overlay on the
+	// template cannot be preallocated.
+	OSDiskNeedsCloneReason = "OSDiskNeedsClone"
+	// TagNotFoundReason: a tag of spec.tags (or the OVirtCluster's) does not exist in oVirt and
+	// the OVirtProvider does not create missing tags.
+	TagNotFoundReason = "TagNotFound"
+	// TagAssignFailedReason: oVirt refused to assign a tag to the VM.
+	TagAssignFailedReason = "TagAssignFailed"
 )
 
 // Reasons of MachineDiskResized.
@@ -112,6 +121,11 @@ const (
 	DiskUpdateFailedReason = "DiskUpdateFailed"
 	// NoOSDiskReason: the VM has no bootable disk to resize.
 	NoOSDiskReason = "NoOSDisk"
+	// DataDiskCreatingReason: oVirt is creating a data disk (spec.dataDisks).
+	DataDiskCreatingReason = "DataDiskCreating"
+	// DataDiskCreateFailedReason: oVirt refused to create a data disk (its message says why, e.g.
+	// raw and thin on a block storage domain), or the disk's creation failed.
+	DataDiskCreateFailedReason = "DataDiskCreateFailed"
 )
 
 // Reasons of MachineNetworkSet.

@@ -50,6 +50,16 @@ type OVirtClusterSpec struct {
 	// +optional
 	// +kubebuilder:default=Soft
 	ControlPlaneAntiAffinity AntiAffinityPolicy `json:"controlPlaneAntiAffinity,omitempty"`
+
+	// tags are oVirt tags, by name, assigned to every VM of the cluster besides the machine's
+	// own spec.tags (backup and inventory tools select VMs by tag). Changing them applies to the
+	// machines created afterwards.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=50
+	Tags []string `json:"tags,omitempty"`
 }
 
 // OVirtClusterInitializationStatus reports the initial provisioning of the cluster

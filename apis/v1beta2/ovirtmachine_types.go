@@ -219,6 +219,50 @@ type OVirtVMSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=255
 	AffinityGroups []string `json:"affinityGroups,omitempty"`
+
+	// osDisk sets the format and allocation of the disks the VM clones from its template, e.g.
+	// {preallocated: true} for etcd. It needs cloned disks (diskclone true, or resolved so).
+	// Empty: the template disks' format, thin provisioned.
+	// +optional
+	OSDisk *OSDisk `json:"osDisk,omitempty"`
+
+	// dataDisks are empty disks the manager creates, attaches before the VM's first start and
+	// removes with the VM (their ownership is recorded on each disk in oVirt and in
+	// status.dataDisks). Any other disk attached to the VM still blocks its deletion.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	DataDisks []DataDisk `json:"dataDisks,omitempty"`
+
+	// tags are oVirt tags, by name, assigned to the VM when it is created and put back when
+	// removed by hand; with the OVirtCluster's spec.tags. A tag that does not exist in oVirt is
+	// created when the OVirtProvider's spec.createMissingTags is true, else reported in the
+	// MachineCreated condition.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=50
+	Tags []string `json:"tags,omitempty"`
+
+	// customProperties are oVirt VM custom properties (VDSM hooks, Engine knobs), passed to the
+	// Engine as they are; they replace the template's.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	CustomProperties []CustomProperty `json:"customProperties,omitempty"`
+
+	// highAvailability is oVirt's VM high availability (restart by the Engine, optionally with
+	// a storage lease). Empty: the template's.
+	// +optional
+	HighAvailability *HighAvailability `json:"highAvailability,omitempty"`
+
+	// performance is the performance profile of the VM (CPU mode, pinning, hugepages, I/O
+	// threads, multi-queue, ballooning). Empty: the template's.
+	// +optional
+	Performance *Performance `json:"performance,omitempty"`
 }
 
 // OVirtMachineSpec is the desired state of an OVirtMachine.
@@ -297,6 +341,15 @@ type OVirtMachineStatus struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	SystemDiskIDs []string `json:"systemDiskIDs,omitempty"`
+
+	// dataDisks are the data disks (spec.dataDisks) the manager created for the VM. Each also
+	// carries an ownership marker in its description in oVirt, so that it is known for this
+	// VM's own after a status loss.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	DataDisks []DataDiskStatus `json:"dataDisks,omitempty"`
 
 	// systemDisksPending is true from the creation of the VM (or its adoption by owner marker
 	// before its first boot) until its disks are recorded in systemDiskIDs. Disks are recorded

@@ -76,6 +76,16 @@ func (s *OVirtVMSpec) Capacity() corev1.ResourceList {
 	}
 	if s.Memory != nil {
 		out[corev1.ResourceMemory] = *resource.NewQuantity(s.Memory.SizeMB*1024*1024, resource.BinarySI)
+		if p := s.Performance; p != nil {
+			// The VM's memory is backed by host hugepages of that size: the guest can reserve
+			// hugepages of it up to its memory.
+			switch p.HugePagesKiB {
+			case HugePages2Mi:
+				out[corev1.ResourceHugePagesPrefix+"2Mi"] = *resource.NewQuantity(s.Memory.SizeMB*1024*1024, resource.BinarySI)
+			case HugePages1Gi:
+				out[corev1.ResourceHugePagesPrefix+"1Gi"] = *resource.NewQuantity(s.Memory.SizeMB*1024*1024, resource.BinarySI)
+			}
+		}
 	}
 	if len(out) == 0 {
 		return nil

@@ -101,6 +101,13 @@ type OVirtProviderSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=255
 	AllowedAffinityGroups []string `json:"allowedAffinityGroups,omitempty"`
+
+	// createMissingTags lets the manager create the oVirt tags that machines name in spec.tags
+	// (or their OVirtCluster's) and that do not exist, at the root of the Engine's tag tree.
+	// Default false: a missing tag is reported in the machine's MachineCreated condition and the
+	// VM waits until an oVirt administrator creates it.
+	// +optional
+	CreateMissingTags *bool `json:"createMissingTags,omitempty"`
 }
 
 // AffinityGroupAllowed reports whether spec.allowedAffinityGroups lets machines join the group

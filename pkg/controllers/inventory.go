@@ -537,6 +537,12 @@ func prunedVM(vm ovirt.VM) ovirt.VM {
 	}
 	vm.ReportedDevices = devs
 	vm.Description = ""
+	// Disk descriptions (the data disks' ownership markers) are read by the disk step and the
+	// deletion, each from a read of its own.
+	// Each VM's disks are its own slice, made by the conversion of its page.
+	for i := range vm.Disks {
+		vm.Disks[i].Description = ""
+	}
 	return vm
 }
 
@@ -558,6 +564,10 @@ func vmDigest(vm *ovirt.VM) string {
 		slices.Sort(ips)
 		fmt.Fprintf(&b, "r:%s:%s:%s;", d.Name, strings.ToLower(d.MAC), strings.Join(ips, ","))
 	}
+	// A tag removed by hand wakes the machine, which puts it back (reconcileTags).
+	tags := slices.Clone(vm.TagIDs)
+	slices.Sort(tags)
+	fmt.Fprintf(&b, "t:%t:%s;", vm.TagsKnown, strings.Join(tags, ","))
 	return b.String()
 }
 

@@ -147,6 +147,7 @@ type OVirtMachineReconciler struct {
 	reads      readTracker
 	scheduled  readSchedule
 	waits      waitEstimator
+	tags       tagCache
 	controller controller.Controller
 }
 

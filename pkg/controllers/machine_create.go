@@ -252,6 +252,16 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		}
 	}
 
+	if reason, problem, err := r.vmContents(ctx, s, &spec, tpl, clone); err != nil || problem != "" {
+		if err != nil {
+			return stop(ctrl.Result{}, err)
+		}
+		if v1beta1conditions.GetReason(om, infrav1.MachineCreatedCondition) != reason {
+			r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventCreateFailed, "CreateVM", "%s", problem)
+		}
+		created(reason, clusterv1.ConditionSeverityWarning, "%s", problem)
+		return stop(r.retryLater(), nil)
+	}
 	if err := r.persistCreateRequested(ctx, om, vmName); err != nil {
 		return stop(ctrl.Result{}, err)
 	}

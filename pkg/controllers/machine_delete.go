@@ -131,7 +131,14 @@ func (r *OVirtMachineReconciler) reconcileDelete(ctx context.Context, s *machine
 		s.log.Info("Deletion blocked: the VM's system disks are not known", "vmID", vm.ID)
 		return ctrl.Result{RequeueAfter: r.Intervals.NonSystemDiskRetry}, nil
 	}
-	if _, other := systemDisks(om, vm); len(other) > 0 {
+	_, other := systemDisks(om, vm)
+	// The machine's own data disks (their marker's proof verifies for this VM) go with it;
+	// anything else attached (a CSI volume, a disk whose ownership is not proven) blocks.
+	other, err = r.withoutOwnDataDisks(ctx, s, vm.ID, vm.Disks, other)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(other) > 0 {
 		names := make([]string, 0, len(other))
 		for _, d := range other {
 			name := d.Alias

@@ -79,6 +79,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		r.reconcileIPAddresses,
 		r.connect,
 		r.ensureVM,
+		r.reconcileTags,
 		r.reconcileVMAddresses,
 		r.reconcileDisks,
 		r.reconcileNICs,
@@ -461,12 +462,20 @@ func (r *OVirtMachineReconciler) recordVM(ctx context.Context, s *machineScope, 
 	if ptr.Deref(om.Status.SystemDisksPending, false) && vm.Status == ovirt.VMStatusDown && len(vm.Disks) > 0 {
 		om.Status.SystemDiskIDs = nil
 		for _, d := range vm.Disks {
+			if isDataDiskOf(d, vm.ID) {
+				// A data disk created before the record was persisted (a failed status
+				// patch): it is recorded in status.dataDisks, never as a template disk.
+				continue
+			}
 			om.Status.SystemDiskIDs = append(om.Status.SystemDiskIDs, d.ID)
 		}
 		om.Status.SystemDisksPending = nil
 	}
 	r.waits.finished(om, infrav1.MachineCreatedCondition, infrav1.VMCreatingReason, r.Now())
-	v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)
+	if !tagProblem(om) {
+		// reconcileTags, the rest of the creation step, says when the tags are there.
+		v1beta1conditions.MarkTrue(om, infrav1.MachineCreatedCondition)
+	}
 	return next()
 }
 
@@ -580,6 +589,9 @@ func (r *OVirtMachineReconciler) reconcileDisks(ctx context.Context, s *machineS
 		return stop(r.waitFor(s.om, infrav1.MachineDiskResizedCondition), nil)
 	}
 	r.waits.finished(om, infrav1.MachineDiskResizedCondition, infrav1.DiskResizingReason, r.Now())
+	if done, res, err := r.reconcileDataDisks(ctx, s); !done {
+		return done, res, err
+	}
 	v1beta1conditions.MarkTrue(om, infrav1.MachineDiskResizedCondition)
 	return next()
 }

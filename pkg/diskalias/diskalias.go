@@ -55,3 +55,17 @@ func For(gates featuregates.Gates, vmName, current string, index int) (string, b
 	}
 	return out, out != current
 }
+
+// ForDataDisk returns the alias of the data disk called name (spec.dataDisks[].name) of the VM:
+// with disk-add-vm-name "<vm name>_<name>", so that it can be told from the data disks of other
+// VMs in oVirt's disk list, else name alone.
+func ForDataDisk(gates featuregates.Gates, vmName, name string) string {
+	out := name
+	if gates.DiskAddVMName && vmName != "" {
+		out = vmName + "_" + name
+	}
+	if len(out) > MaxLength {
+		out = out[len(out)-MaxLength:]
+	}
+	return out
+}

@@ -65,3 +65,12 @@ func FuzzFor(f *testing.F) {
 		}
 	})
 }
+
+func TestForDataDisk(t *testing.T) {
+	if got := ForDataDisk(featuregates.Gates{DiskAddVMName: true}, "worker-abc", "etcd"); got != "worker-abc_etcd" {
+		t.Errorf("with disk-add-vm-name: %q, want worker-abc_etcd", got)
+	}
+	if got := ForDataDisk(featuregates.Gates{}, "worker-abc", "etcd"); got != "etcd" {
+		t.Errorf("without disk-add-vm-name: %q, want etcd", got)
+	}
+}

@@ -70,6 +70,17 @@ type Client interface {
 	// refuses a shrink with ErrInvalid; callers check sizes first.
 	UpdateDisk(ctx context.Context, vmID, diskID string, u DiskUpdate) error
 
+	// AddDisk creates a new disk and attaches it to the VM in one request (POST
+	// /vms/{id}/diskattachments with a disk that has no id) and returns it: its id as the Engine
+	// reported it, the fields the Engine's answer leaves out (a real Engine returns only a
+	// reference to the disk, whose image is then locked while it is created) from the spec, and
+	// Status empty unless reported; GetVM reads its status. The Engine's refusal of a disk
+	// configuration (cow preallocated, raw and sparse on a block domain) is ErrInvalid with its
+	// message (HTTP 409); a VM that does not exist is ErrNotFound, a VM being created ErrLocked,
+	// low space ErrConflict. ErrInvalid before any call for an empty VM id, alias or storage
+	// domain, a size below 1, or an unknown interface or format.
+	AddDisk(ctx context.Context, vmID string, spec DiskSpec) (*Disk, error)
+
 	// DetachDisk detaches a disk from a VM without deleting it.
 	DetachDisk(ctx context.Context, vmID, diskID string) error
 
@@ -144,6 +155,10 @@ type Client interface {
 	// ErrConflict when a tag of that name exists (the Engine's 409 "The specified Tag name
 	// already exists."); ErrInvalid for a name the Engine refuses.
 	CreateTag(ctx context.Context, name, description string) (*Tag, error)
+	// AssignTag assigns the tag to the VM (POST /vms/{id}/tags). A tag already assigned is not
+	// an error; ErrNotFound when the VM or the tag does not exist (the Engine answers those with
+	// a 400 "Internal Engine Error": the client then reads the tag and the VM to tell).
+	AssignTag(ctx context.Context, vmID, tagID string) error
 	// UpdateTagDescription replaces the tag's description (PUT /tags/{id}). ErrNotFound if the
 	// tag does not exist.
 	UpdateTagDescription(ctx context.Context, id, description string) error

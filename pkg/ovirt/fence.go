@@ -79,6 +79,14 @@ func (c *fencedClient) UpdateDisk(ctx context.Context, vmID, diskID string, u Di
 	return c.Client.UpdateDisk(ctx, vmID, diskID, u)
 }
 
+func (c *fencedClient) AddDisk(ctx context.Context, vmID string, spec DiskSpec) (*Disk, error) {
+	ctx, err := c.check(ctx, "AddDisk")
+	if err != nil {
+		return nil, err
+	}
+	return c.Client.AddDisk(ctx, vmID, spec)
+}
+
 func (c *fencedClient) DetachDisk(ctx context.Context, vmID, diskID string) error {
 	ctx, err := c.check(ctx, "DetachDisk")
 	if err != nil {
@@ -189,6 +197,14 @@ func (c *fencedClient) CreateTag(ctx context.Context, name, description string) 
 		return nil, err
 	}
 	return c.Client.CreateTag(ctx, name, description)
+}
+
+func (c *fencedClient) AssignTag(ctx context.Context, vmID, tagID string) error {
+	ctx, err := c.check(ctx, "AssignTag")
+	if err != nil {
+		return err
+	}
+	return c.Client.AssignTag(ctx, vmID, tagID)
 }
 
 func (c *fencedClient) UpdateTagDescription(ctx context.Context, id, description string) error {

@@ -51,7 +51,7 @@ func TestAFencedClientSendsNoWrite(t *testing.T) {
 		g.Expect(err.Error()).To(ContainSubstring("renewed 40s ago"), "the error says why")
 	}
 	g.Expect(writes).To(ContainElements("CreateVM", "RemoveVM", "Power", "UpdateVM", "UpdateDisk", "RemoveAffinityGroup",
-		"CreateTag", "UpdateTagDescription"))
+		"CreateTag", "UpdateTagDescription", "AddDisk", "AssignTag"))
 	for _, w := range writes {
 		g.Expect(under.CallCount(w)).To(BeZero(), "%s reached oVirt", w)
 	}
@@ -72,4 +72,12 @@ func TestAFencedClientSendsNoWrite(t *testing.T) {
 	g.Expect(c.UpdateTagDescription(ctx, tag.ID, "seq=2")).To(Succeed())
 	g.Expect(under.CallCount("CreateTag")).To(Equal(1))
 	g.Expect(under.CallCount("UpdateTagDescription")).To(Equal(1))
+	sd, err := c.FindStorageDomain(ctx, "data")
+	g.Expect(err).NotTo(HaveOccurred())
+	w2 := under.PutVM(ovirt.VM{Name: "w-2", Status: ovirt.VMStatusDown})
+	_, err = c.AddDisk(ctx, w2.ID, ovirt.DiskSpec{Alias: "w-2_data", SizeBytes: 1 << 30, StorageDomainID: sd.ID, Sparse: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.AssignTag(ctx, w2.ID, tag.ID)).To(Succeed())
+	g.Expect(under.CallCount("AddDisk")).To(Equal(1))
+	g.Expect(under.CallCount("AssignTag")).To(Equal(1))
 }

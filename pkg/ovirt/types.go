@@ -164,6 +164,10 @@ type Template struct {
 	// Disks are the template's disks; their ids are what a storage-domain
 	// override at creation refers to.
 	Disks []Disk
+	// Sockets, Cores and Threads are the template's CPU topology, MemoryBytes its memory (0 when
+	// the Engine did not say): what a VM that inherits them gets.
+	Sockets, Cores, Threads int
+	MemoryBytes             int64
 }
 
 // VnicProfile is an oVirt vNIC profile.
@@ -190,6 +194,99 @@ type Disk struct {
 	StorageDomainIDs []string
 	// Format is "cow" or "raw".
 	Format string
+	// Sparse is true for a thin-provisioned disk, false for a preallocated one.
+	Sparse bool
+	// Description is the disk's free text; CAPOV's data disks carry their ownership marker here.
+	Description string
+	// WipeAfterDelete is true when the Engine zeroes the disk's blocks when it removes it.
+	WipeAfterDelete bool
+}
+
+// Disk interfaces the Engine accepts for the disks CAPOV creates.
+const (
+	DiskInterfaceVirtioSCSI = "virtio_scsi"
+	DiskInterfaceVirtio     = "virtio"
+)
+
+// Disk formats.
+const (
+	DiskFormatCow = "cow"
+	DiskFormatRaw = "raw"
+)
+
+// DiskSpec is what AddDisk creates: a new, empty, non-bootable disk attached (active) to a VM.
+type DiskSpec struct {
+	// Alias is the disk's name in oVirt.
+	Alias string
+	// Description is free text; CAPOV's ownership marker of the disk goes here.
+	Description string
+	// SizeBytes is the virtual size (provisioned_size), above 0.
+	SizeBytes int64
+	// StorageDomainID is the storage domain the disk is created in (required).
+	StorageDomainID string
+	// Interface is DiskInterfaceVirtioSCSI or DiskInterfaceVirtio ("" is virtio_scsi).
+	Interface string
+	// Format is DiskFormatCow or DiskFormatRaw ("" is cow).
+	Format string
+	// Sparse is true for a thin-provisioned disk, false for a preallocated one.
+	Sparse bool
+	// WipeAfterDelete, when set, says whether the Engine zeroes the disk's blocks when it is
+	// removed; nil sends nothing (the storage domain's default).
+	WipeAfterDelete *bool
+	// CorrelationID tags the Engine's jobs for this request.
+	CorrelationID string
+}
+
+// CustomProperty is one VM custom property (name=value), passed to the Engine as is.
+type CustomProperty struct {
+	Name  string
+	Value string
+}
+
+// HighAvailability is oVirt's VM high availability: the Engine restarts the VM (on another host
+// when its host failed) when it went down without being asked to.
+type HighAvailability struct {
+	// Enabled turns high availability on.
+	Enabled bool
+	// Priority orders restarts (higher first); 0 keeps the Engine's default.
+	Priority int
+	// LeaseStorageDomainID, when set, gives the VM a storage lease on that domain, so that the
+	// Engine can restart it elsewhere even when its host is unreachable.
+	LeaseStorageDomainID string
+	// ResumeBehaviour is what the VM does after a storage I/O error pause: "auto_resume",
+	// "leave_paused" or "kill" ("" is the Engine's default). The Engine makes it "kill" for a
+	// highly available VM with a lease, whatever is sent.
+	ResumeBehaviour string
+}
+
+// CPU modes (cpu.mode).
+const (
+	CPUModeHostPassthrough = "host_passthrough"
+	CPUModeHostModel       = "host_model"
+	CPUModeCustom          = "custom"
+)
+
+// Auto pinning policies of the VM add request (auto_pinning_policy).
+const (
+	AutoPinningDisabled = "disabled"
+	AutoPinningExisting = "existing"
+	AutoPinningAdjust   = "adjust"
+)
+
+// Performance is the performance profile of a VM; zero values keep the template's.
+type Performance struct {
+	// CPUMode is one of the CPUMode constants; "" keeps the template's.
+	CPUMode string
+	// AutoPinningPolicy is one of the AutoPinning constants, sent with the add request only; ""
+	// sends none. The Engine refuses it with a CPU topology (Sockets, Cores, Threads): ErrInvalid
+	// before any call.
+	AutoPinningPolicy string
+	// IOThreads is io.threads; 0 keeps the template's.
+	IOThreads int
+	// MultiQueues is multi_queues_enabled; nil keeps the template's.
+	MultiQueues *bool
+	// Ballooning is memory_policy.ballooning; nil keeps the template's.
+	Ballooning *bool
 }
 
 // NIC is a VM network interface.
@@ -229,6 +326,14 @@ type VM struct {
 	// CustomScriptStored is true when the VM stores an initialization.custom_script (bootstrap
 	// data given at creation, as releases before run once did). Its content is never kept.
 	CustomScriptStored bool
+	// TagIDs are the ids of the tags assigned to the VM, filled by GetVM and ListVMs (followed
+	// inline; TagsKnown says whether they were), nil for none.
+	TagIDs []string
+	// TagsKnown is true when TagIDs were read: an Engine that ignores follow leaves them out, and
+	// GetVM does not read them on their own then. The SDK client knows them when some came
+	// inline or when the VM's disks did (the same follow: an Engine honours or ignores it as a
+	// whole), so a VM without any disk and without tags has TagsKnown false.
+	TagsKnown bool
 }
 
 // MaxVMPageSize is the largest page ListVMs asks for.
@@ -252,9 +357,10 @@ type VMPage struct {
 	// VMs are the VMs of the page, ordered by name. Fewer than the page size means it is the
 	// last page.
 	VMs []VM
-	// Complete is true when the engine returned the disks, NICs and reported devices of every VM
-	// inline. When false only the id, name, comment, status, cluster and host of each VM are
-	// facts: its Disks, NICs and ReportedDevices are empty whatever the VM has.
+	// Complete is true when the engine returned the disks, NICs, reported devices and tags of
+	// every VM inline. When false only the id, name, comment, status, cluster and host of each VM
+	// are facts: its Disks, NICs, ReportedDevices and TagIDs are empty whatever the VM has, and
+	// TagsKnown is false.
 	Complete bool
 }
 
@@ -281,8 +387,9 @@ type VMSpec struct {
 	// storage domain. Only honoured with Clone (thin disks must live where the
 	// template's disks are); ignored otherwise.
 	StorageDomainID string
-	// TemplateDisks are the template's disks; required with StorageDomainID
-	// since the override addresses the template's disk ids.
+	// TemplateDisks are the template's disks; required with StorageDomainID,
+	// DiskFormat or DiskSparse (and Clone) since the override addresses the
+	// template's disk ids.
 	TemplateDisks []Disk
 	// Sockets, Cores and Threads set the CPU topology; 0 inherits the
 	// template's value.
@@ -308,6 +415,20 @@ type VMSpec struct {
 	HostName string
 	// CorrelationID tags the engine's jobs for this request.
 	CorrelationID string
+	// DiskFormat and DiskSparse set the format and allocation of every template disk of a cloned
+	// VM (with Clone only: a thin VM's disks are overlays on the template's); "" and nil keep
+	// the template disk's format and the current rule (cow is sparse, raw preallocated). With
+	// either, every template disk gets an override naming StorageDomainID or, without it, the
+	// template disk's own StorageDomainID. The Engine refuses cow preallocated, and raw sparse
+	// on block storage (ErrInvalid).
+	DiskFormat string
+	DiskSparse *bool
+	// CustomProperties replace the template's custom properties when not empty.
+	CustomProperties []CustomProperty
+	// HighAvailability, when set, replaces the template's high availability settings.
+	HighAvailability *HighAvailability
+	// Performance tunes the VM; the zero value keeps the template's.
+	Performance Performance
 }
 
 // DiskUpdate changes a disk through its attachment, in a single PUT.

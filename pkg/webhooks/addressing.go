@@ -128,5 +128,6 @@ func ValidateOVirtClusterSpec(spec *infrav1.OVirtClusterSpec, path *field.Path) 
 	}
 	errs = append(errs, ValidateOVirtClusterAddressing(spec, path)...)
 	placement, warnings := ValidateOVirtClusterPlacement(spec, path)
+	errs = append(errs, ValidateTags(spec.Tags, path.Child("tags"))...)
 	return append(errs, placement...), warnings
 }

@@ -91,6 +91,10 @@ func (w *OVirtClusterWebhook) ValidateUpdate(ctx context.Context, oldC, c *infra
 		errs = append(errs, placement...)
 		warnings = append(warnings, placementWarnings...)
 	}
+	if !equality.Semantic.DeepEqual(oldC.Spec.Tags, c.Spec.Tags) {
+		// The tags apply to the machines created afterwards; they may change.
+		errs = append(errs, ValidateTags(c.Spec.Tags, path.Child("tags"))...)
+	}
 	if sentAsV1beta1(ctx) {
 		var dropped []string
 		if oldC.Spec.Provider != "" && c.Spec.Provider == "" {
@@ -104,6 +108,9 @@ func (w *OVirtClusterWebhook) ValidateUpdate(ctx context.Context, oldC, c *infra
 		}
 		if oldC.Spec.ControlPlaneEndpointFromPool != nil && c.Spec.ControlPlaneEndpointFromPool == nil {
 			dropped = append(dropped, "spec.controlPlaneEndpointFromPool")
+		}
+		if len(oldC.Spec.Tags) > 0 && len(c.Spec.Tags) == 0 {
+			dropped = append(dropped, "spec.tags")
 		}
 		if len(dropped) > 0 {
 			warnings = append(warnings, droppedByV1beta1("OVirtCluster", dropped))

@@ -89,7 +89,9 @@ func (w *OVirtMachineTemplateWebhook) validateSpec(ctx context.Context, t *infra
 		return nil, err
 	}
 	errs = append(errs, access...)
-	return append(templateWarnings(spec, provider, clone, w.Gates), storageDomainWarnings(spec, path, clone)...), invalid("OVirtMachineTemplate", t.Name, errs)
+	warnings := append(templateWarnings(spec, provider, clone, w.Gates), storageDomainWarnings(spec, path, clone)...)
+	warnings = append(warnings, osDiskWarnings(spec, path, clone)...)
+	return warnings, invalid("OVirtMachineTemplate", t.Name, errs)
 }
 
 // templateWarnings are providerWarnings worded for a template, whose diskclone is resolved again

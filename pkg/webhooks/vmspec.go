@@ -145,6 +145,7 @@ func ValidateVMSpec(spec *infrav1.OVirtVMSpec, path *field.Path) field.ErrorList
 	errs = append(errs, validateAntiAffinity(path.Child("antiAffinity"), spec.AntiAffinity,
 		"no anti-affinity group (control-plane machines follow the OVirtCluster's spec.controlPlaneAntiAffinity)")...)
 	errs = append(errs, validateAffinityGroups(path.Child("affinityGroups"), spec.AffinityGroups)...)
+	errs = append(errs, validateVMContents(spec, path)...)
 	return errs
 }
 

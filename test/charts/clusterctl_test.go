@@ -25,13 +25,15 @@ import (
 
 // clusterTemplates are the flavors in templates/ ("" is the default flavor).
 var clusterTemplates = map[string]string{
-	"":               "templates/cluster-template.yaml",
-	"storage-domain": "templates/cluster-template-storage-domain.yaml",
-	"static-ip":      "templates/cluster-template-static-ip.yaml",
-	"kube-vip":       "templates/cluster-template-kube-vip.yaml",
-	"kube-vip-pool":  "templates/cluster-template-kube-vip-pool.yaml",
-	"ignition":       "templates/cluster-template-ignition.yaml",
-	"topology":       "templates/cluster-template-topology.yaml",
+	"":                 "templates/cluster-template.yaml",
+	"storage-domain":   "templates/cluster-template-storage-domain.yaml",
+	"static-ip":        "templates/cluster-template-static-ip.yaml",
+	"kube-vip":         "templates/cluster-template-kube-vip.yaml",
+	"kube-vip-pool":    "templates/cluster-template-kube-vip-pool.yaml",
+	"ignition":         "templates/cluster-template-ignition.yaml",
+	"topology":         "templates/cluster-template-topology.yaml",
+	"data-disks":       "templates/cluster-template-data-disks.yaml",
+	"high-performance": "templates/cluster-template-high-performance.yaml",
 }
 
 // clusterClasses are the ClusterClass files in templates/, by class name: clusterctl looks
@@ -243,12 +245,14 @@ func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
 		return out
 	}
 	required := map[string][]string{
-		"":               base,
-		"storage-domain": with("OVIRT_STORAGE_DOMAIN"),
-		"static-ip":      with("OVIRT_NODE_GATEWAY", "OVIRT_NODE_IP_ADDRESSES", "OVIRT_NODE_NAMESERVERS"),
-		"kube-vip":       base,
-		"ignition":       base,
-		"topology":       base,
+		"":                 base,
+		"storage-domain":   with("OVIRT_STORAGE_DOMAIN"),
+		"static-ip":        with("OVIRT_NODE_GATEWAY", "OVIRT_NODE_IP_ADDRESSES", "OVIRT_NODE_NAMESERVERS"),
+		"kube-vip":         base,
+		"ignition":         base,
+		"topology":         base,
+		"data-disks":       base,
+		"high-performance": base,
 		// The endpoint comes from the pool: its host is no variable.
 		"kube-vip-pool": {"KUBERNETES_VERSION", "OVIRT_CLUSTER_NAME", "OVIRT_CONTROL_PLANE_ENDPOINT_POOL", "OVIRT_PROVIDER", "OVIRT_SSH_AUTHORIZED_KEY", "OVIRT_TEMPLATE_NAME"},
 	}
@@ -470,4 +474,33 @@ func TestStorageDomainFlavorOnlyAddsTheStorageDomain(t *testing.T) {
 	}
 	g.Expect(strings.Join(kept, "\n")).To(Equal(withoutComments(string(base))),
 		"cluster-template-storage-domain.yaml must equal cluster-template.yaml plus storagedomainname and diskclone")
+}
+
+// TestVMContentsFlavorsOnlyAddTheirLines keeps the data-disks and high-performance flavors from
+// drifting away from the default one: each is the default plus its own lines.
+func TestVMContentsFlavorsOnlyAddTheirLines(t *testing.T) {
+	g := NewWithT(t)
+	base, err := os.ReadFile(filepath.Join(root, clusterTemplates[""]))
+	g.Expect(err).NotTo(HaveOccurred())
+	added := map[string][]string{
+		"data-disks": {"diskSetup:", "filesystems:", "- device: /dev/sdb", "filesystem: ext4", "label: etcd_disk", "overwrite: false",
+			"mounts:", "- - LABEL=etcd_disk", "- /var/lib/etcd", "dataDisks:", "- name: etcd", "sizeGB: ${OVIRT_ETCD_DISK_SIZE_GB:=20}", "preallocated: true"},
+		"high-performance": {"performance:", "cpuMode: HostPassthrough", "hugePagesKiB: ${OVIRT_HUGEPAGES_KIB:=2048}", "ioThreads: 1",
+			"multiQueues: true", "ballooning: false"},
+	}
+	for flavor, lines := range added {
+		content, err := os.ReadFile(filepath.Join(root, clusterTemplates[flavor]))
+		g.Expect(err).NotTo(HaveOccurred())
+		var kept []string
+		for _, line := range strings.Split(withoutComments(string(content)), "\n") {
+			if !slices.Contains(lines, strings.TrimSpace(line)) {
+				kept = append(kept, line)
+			}
+		}
+		want := withoutComments(string(base))
+		if flavor == "high-performance" {
+			want = strings.ReplaceAll(want, `vmtype: "${OVIRT_VM_TYPE:=server}"`, "vmtype: high_performance")
+		}
+		g.Expect(strings.Join(kept, "\n")).To(Equal(want), "%s must equal cluster-template.yaml plus its own lines", clusterTemplates[flavor])
+	}
 }

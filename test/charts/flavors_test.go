@@ -77,6 +77,9 @@ var flavorVars = map[string]string{
 	"SERVICE_CIDR":                           "10.96.0.0/12",
 	// clusterctl finds the class's file by this name (clusterclass-ovirt.yaml).
 	"CLUSTER_CLASS_NAME": "ovirt",
+	// data-disks and high-performance.
+	"OVIRT_ETCD_DISK_SIZE_GB": "40",
+	"OVIRT_HUGEPAGES_KIB":     "1048576",
 }
 
 // flavorTemplateNames are the oVirt templates the flavors need: Ignition needs an rhcos_x64 one.
@@ -372,6 +375,19 @@ func expectClassicFlavor(t *testing.T, flavor string, f *flavorObjects) {
 				}}), "%s nics[%d]", name, i)
 				g.Expect(nic.Nameservers).To(Equal([]string{"10.0.0.53", "10.0.0.54"}), "%s nics[%d]", name, i)
 			}
+		}
+	case "data-disks":
+		cp := f.templates[f.kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name]
+		g.Expect(cp.Spec.Template.Spec.DataDisks).To(Equal([]infrav1.DataDisk{{Name: "etcd", SizeGB: 40, Preallocated: true}}))
+		g.Expect(f.kcp.Spec.KubeadmConfigSpec.DiskSetup.Filesystems).To(ConsistOf(HaveField("Device", "/dev/sdb")))
+		g.Expect(f.kcp.Spec.KubeadmConfigSpec.Mounts).To(ConsistOf(ConsistOf("LABEL=etcd_disk", "/var/lib/etcd")))
+		g.Expect(f.templates[f.md.Spec.Template.Spec.InfrastructureRef.Name].Spec.Template.Spec.DataDisks).To(BeEmpty(), "workers keep no etcd")
+	case "high-performance":
+		for name, tpl := range f.templates {
+			s := tpl.Spec.Template.Spec
+			g.Expect(s.VMType).To(Equal(infrav1.VMTypeHighPerformance), name)
+			g.Expect(s.Performance).To(Equal(&infrav1.Performance{CPUMode: infrav1.CPUModeHostPassthrough, HugePagesKiB: infrav1.HugePages1Gi,
+				IOThreads: 1, MultiQueues: ptr.To(true), Ballooning: ptr.To(false)}), name)
 		}
 	case "kube-vip", "kube-vip-pool":
 		expectKubeVIP(t, flavor, f)

@@ -216,6 +216,21 @@ func TestAPIServerRejectsBadMachines(t *testing.T) {
 		{"memory without sizemb is rejected", func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedMap(u.Object, map[string]interface{}{"guaranteedmb": int64(1)}, "spec", "memory")
 		}, "spec.memory.sizemb", "Required value"},
+		{"a preallocated cow data disk is rejected", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []interface{}{map[string]interface{}{
+				"name": "etcd", "sizeGB": int64(20), "format": "cow", "preallocated": true}}, "spec", "dataDisks")
+		}, "spec.dataDisks[0].format", "use format raw"},
+		{"two data disks of one name are rejected", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []interface{}{
+				map[string]interface{}{"name": "etcd", "sizeGB": int64(20)},
+				map[string]interface{}{"name": "etcd", "sizeGB": int64(30)}}, "spec", "dataDisks")
+		}, "spec.dataDisks[1]", "Duplicate value"},
+		{"a hugepage size oVirt does not offer is rejected", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "performance", "hugePagesKiB")
+		}, "spec.performance.hugePagesKiB", "Unsupported value"},
+		{"a custom property value with oVirt's separator is rejected", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []interface{}{map[string]interface{}{"name": "viodiskcache", "value": "a;b"}}, "spec", "customProperties")
+		}, "spec.customProperties[0].value", "should match"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -243,3 +243,42 @@ func TestTemplateCapacityForAutoscalingFromZero(t *testing.T) {
 		g.Expect(got.Status.Capacity.Memory().Value()).To(BeEquivalentTo(8192 << 20))
 	}, timeout, interval).Should(Succeed())
 }
+
+// TestTemplateCapacityInheritsFromTheOVirtTemplate: a spec that inherits its CPU and memory gets
+// the oVirt template's in status.capacity (rhcos-4.14: 1 socket x 4 cores, 8 GiB), and
+// hugepage-backed memory is published as hugepages of that size.
+func TestTemplateCapacityInheritsFromTheOVirtTemplate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	spec := vmSpec()
+	spec.CPU, spec.Memory = nil, nil
+	tpl := &infrav1.OVirtMachineTemplate{
+		ObjectMeta: metaNS(tc.ns, "inherits"),
+		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: spec}},
+	}
+	tpl.Labels = filterLabels(mainFilter)
+	g.Expect(k8s.Create(ctx, tpl)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &infrav1.OVirtMachineTemplate{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tpl), got)).To(Succeed())
+		g.Expect(got.Status.Capacity.Cpu().Value()).To(BeEquivalentTo(4))
+		g.Expect(got.Status.Capacity.Memory().Value()).To(BeEquivalentTo(8192 << 20))
+	}, timeout, interval).Should(Succeed())
+
+	huge := vmSpec()
+	huge.Memory = &infrav1.Memory{SizeMB: 16384}
+	huge.Performance = &infrav1.Performance{HugePagesKiB: infrav1.HugePages1Gi, Ballooning: ptr.To(false)}
+	tpl2 := &infrav1.OVirtMachineTemplate{
+		ObjectMeta: metaNS(tc.ns, "hugepages"),
+		Spec:       infrav1.OVirtMachineTemplateSpec{Template: infrav1.OVirtMachineTemplateResource{Spec: huge}},
+	}
+	tpl2.Labels = filterLabels(mainFilter)
+	g.Expect(k8s.Create(ctx, tpl2)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &infrav1.OVirtMachineTemplate{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tpl2), got)).To(Succeed())
+		q := got.Status.Capacity[corev1.ResourceName("hugepages-1Gi")]
+		g.Expect(q.Value()).To(BeEquivalentTo(int64(16384) << 20))
+	}, timeout, interval).Should(Succeed())
+}

@@ -200,6 +200,12 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ok(map[string]string{"detached": segs[3]})
 		}
+	case "DELETE vms/{id}/tags/{name}":
+		if err := s.UntagVM(segs[1], segs[3]); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]string{"untagged": segs[3]})
+		}
 	case "PUT vms/{id}/ignores-acpi":
 		if on, err := decodeSwitch(r, "enabled"); err != nil {
 			fail(err)
@@ -253,6 +259,9 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			ok(map[string]string{"deleted": segs[1]})
 		}
 	default:
+		if s.serveAdminHA(w, r, route, segs) { // crash, guest shutdown, huge pages (ha.go)
+			return
+		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown admin endpoint " + r.Method + " " + r.URL.Path})
 	}
 }
@@ -266,6 +275,9 @@ func adminShape(segs []string) []string {
 			out[1] = "{id}"
 			if len(out) == 4 && out[2] == "disks" {
 				out[3] = "{id}"
+			}
+			if len(out) == 4 && out[2] == "tags" {
+				out[3] = "{name}"
 			}
 		case "templates":
 			out[1] = "{name}"

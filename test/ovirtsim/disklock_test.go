@@ -80,7 +80,7 @@ func TestImageLockedVMRefusesDiskAndNICOps(t *testing.T) {
 	vms := conn.SystemService().VmsService().VmService(id)
 	diskID := firstDiskID(t, conn, id)
 	nic := getVM(t, conn, id, "nics").MustNics().Slice()[0]
-	floating, err := conn.SystemService().DisksService().Add().Disk(ovirtsdk.NewDiskBuilder().Alias("spare").ProvisionedSize(1 << 30).
+	floating, err := conn.SystemService().DisksService().Add().Disk(ovirtsdk.NewDiskBuilder().Alias("spare").ProvisionedSize(1 << 30).Format(ovirtsdk.DISKFORMAT_COW).
 		StorageDomainsOfAny(ovirtsdk.NewStorageDomainBuilder().Name("data").MustBuild()).MustBuild()).Send()
 	if err != nil {
 		t.Fatal(err)

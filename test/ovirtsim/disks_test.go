@@ -175,7 +175,7 @@ func TestNewDisksThroughTheAPI(t *testing.T) {
 	// A full disk in the attachment creates and attaches it in one call.
 	ar, err := conn.SystemService().VmsService().VmService(id).DiskAttachmentsService().Add().Attachment(
 		ovirtsdk.NewDiskAttachmentBuilder().Interface(ovirtsdk.DISKINTERFACE_VIRTIO).Active(true).
-			DiskBuilder(ovirtsdk.NewDiskBuilder().Alias("data2").ProvisionedSize(3 << 30).
+			DiskBuilder(ovirtsdk.NewDiskBuilder().Alias("data2").ProvisionedSize(3 << 30).Format(ovirtsdk.DISKFORMAT_COW).
 				StorageDomainsOfAny(ovirtsdk.NewStorageDomainBuilder().Id(sdID(t, conn, "data")).MustBuild())).MustBuild()).Send()
 	g.Expect(err).NotTo(HaveOccurred())
 	st, _ := sim.VM(id)
@@ -183,9 +183,9 @@ func TestNewDisksThroughTheAPI(t *testing.T) {
 	g.Expect(st.Disks[2]).To(And(HaveField("Alias", "data2"), HaveField("Interface", "virtio"), HaveField("ID", ar.MustAttachment().MustId())))
 
 	_, err = conn.SystemService().VmsService().VmService(id).DiskAttachmentsService().Add().Attachment(
-		ovirtsdk.NewDiskAttachmentBuilder().Bootable(true).DiskBuilder(ovirtsdk.NewDiskBuilder().ProvisionedSize(1 << 30).
+		ovirtsdk.NewDiskAttachmentBuilder().Bootable(true).DiskBuilder(ovirtsdk.NewDiskBuilder().ProvisionedSize(1 << 30).Format(ovirtsdk.DISKFORMAT_COW).
 			StorageDomainsOfAny(ovirtsdk.NewStorageDomainBuilder().Name("data").MustBuild())).MustBuild()).Send()
-	g.Expect(err).To(MatchError(ContainSubstring("The VM already has a bootable disk.")))
+	g.Expect(err).To(MatchError(ContainSubstring("[Cannot add Virtual Disk. Disk rhcos-4.14_Disk1 in VM csi-like is already marked as boot.]")))
 	g.Expect(sim.Dump().FloatingDisks).To(BeEmpty(), "a failed attach does not leave the new disk behind")
 
 	dl, err := conn.SystemService().DisksService().List().Search("name=pvc-*").Send()

@@ -26,12 +26,19 @@ func FuzzVMBodies(f *testing.F) {
 		`<disk_attachment><disk><provisioned_size>1</provisioned_size></disk></disk_attachment>`,
 		`<nic><name>n</name><mac><address>zz</address></mac></nic>`,
 		`<action><force>maybe</force></action>`, `<?xml version="1.0"?><vm/>`, `<`, `&`, "",
+		`<tag id="1-2-3-4-5"/>`, `<tag><name>t</name></tag>`, `<tag id=""/>`,
+		`<disk_attachment><disk><format>raw</format><sparse>true</sparse><backup>x</backup></disk></disk_attachment>`,
+		`<vm><custom_properties><custom_property><name>hugepages</name><value>x</value></custom_property></custom_properties>` +
+			`<placement_policy><affinity>pinned</affinity><hosts><host><name>host1</name></host></hosts></placement_policy>` +
+			`<cpu><mode>host_passthrough</mode><cpu_tune><vcpu_pins><vcpu_pin><vcpu>0</vcpu><cpu_set>1</cpu_set></vcpu_pin></vcpu_pins></cpu_tune></cpu>` +
+			`<lease><storage_domain id="x"/></lease><io><threads>4</threads></io><cpu_pinning_policy>manual</cpu_pinning_policy></vm>`,
 	} {
 		f.Add(s, 0)
 	}
 	targets := []struct{ method, path string }{
 		{"POST", "/vms"}, {"PUT", "/vms/" + id}, {"POST", "/vms/" + id + "/diskattachments"},
 		{"POST", "/vms/" + id + "/nics"}, {"POST", "/vms/" + id + "/start"}, {"POST", "/disks"},
+		{"POST", "/vms/" + id + "/tags"},
 	}
 	f.Fuzz(func(t *testing.T, body string, target int) {
 		tg := targets[uint(target)%uint(len(targets))]
@@ -46,7 +53,8 @@ func FuzzVMBodies(f *testing.F) {
 func FuzzSearch(f *testing.F) {
 	_, p, _ := fuzzSim(f)
 	for i, s := range []string{`name="vm-00000"`, `name=vm* and cluster=Default or status!=up sortby name desc`,
-		`name="unterminated`, `or`, `and and`, `name=`, `x=y`, `name>3`, `sortby`, `"`, `name!=*'*'*`} {
+		`name="unterminated`, `or`, `and and`, `name=`, `x=y`, `name>3`, `sortby`, `"`, `name!=*'*'*`,
+		`tag=a(`, `tag=* or tag!=x`} {
 		f.Add(s, i)
 	}
 	colls := []string{"/vms", "/templates", "/disks", "/jobs", "/clusters", "/storagedomains"}

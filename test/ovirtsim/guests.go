@@ -156,8 +156,10 @@ func (s *Simulator) SetGuestRuntime(rt GuestRuntime) {
 }
 
 // GuestExited tells the simulator that the guest of a VM's run has ended (it powered off,
-// crashed, or failed to boot): the VM is down, as the Engine sees a VM whose qemu ended.
-// The exit of an earlier run is ignored.
+// crashed, or failed to boot): the VM is down, as the Engine sees a VM whose qemu ended. A nil
+// err is a guest that powered itself off (ExitStatus.Normal: never restarted); an error is a
+// crash (ExitStatus.Error: rerun while starting, restarted when highly available, see
+// CrashVM). The exit of an earlier run is ignored.
 func (s *Simulator) GuestExited(vmID string, run int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,12 +167,9 @@ func (s *Simulator) GuestExited(vmID string, run int, err error) {
 	if v == nil || v.guestRun != run || v.power == phaseDown {
 		return
 	}
-	now := time.Now()
-	if err != nil {
-		log.Printf("ovirtsim: the guest of VM %s (run %d) ended: %v", vmID, run, err)
-	}
-	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
-	v.leaveHost()
+	// The exit decides what follows (ha.go): a crash of a VM being started is rerun elsewhere,
+	// of a highly available one restarted; a guest that powered itself off stays down.
+	s.guestExited(v, time.Now(), err)
 }
 
 // bootGuest queues the boot of v's guest for a start at now with the config drive of payload,

@@ -72,6 +72,10 @@ func apiRoutes() []route {
 		newRoute("DELETE", "/vms/{id}/nics/{id}", hRemoveNIC),
 		newRoute("GET", "/vms/{id}/nics/{id}/reporteddevices", hNICReportedDevices),
 		newRoute("GET", "/vms/{id}/reporteddevices", hReportedDevices),
+		newRoute("GET", "/vms/{id}/tags", hVMTags),
+		newRoute("POST", "/vms/{id}/tags", hAddVMTag),
+		newRoute("GET", "/vms/{id}/tags/{id}", hVMTag),
+		newRoute("DELETE", "/vms/{id}/tags/{id}", hRemoveVMTag),
 		newRoute("GET", "/jobs", hJobs),
 		newRoute("GET", "/jobs/{id}", hJob),
 		newRoute("GET", "/tags", hTags),
@@ -167,11 +171,23 @@ func parseBody[T any](rq *apiReq, kind string, read func(*ovirtsdk.XMLReader, *x
 		// go-ovirt's reader prints "err is EOF" to stdout when it finds no element.
 		return nil, &apiError{400, "Request syntactically incorrect.", fmt.Sprintf("The request body is not XML; expected <%s>.", kind)}
 	}
-	v, err := read(ovirtsdk.NewXMLReader(b), nil, kind)
+	v, err := readXML(b, kind, read)
 	if err != nil || v == nil {
 		return nil, &apiError{400, "Request syntactically incorrect.", fmt.Sprintf("Cannot parse <%s>: %v", kind, err)}
 	}
 	return v, nil
+}
+
+// readXML runs a go-ovirt reader. Its enum readers dereference their result before they check
+// the error (readers.go: `v := *vp`), so a truncated enum element (`<disk><format >`) panics:
+// that is malformed XML, the Engine's 400, not a 500.
+func readXML[T any](b []byte, kind string, read func(*ovirtsdk.XMLReader, *xml.StartElement, string) (*T, error)) (v *T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("malformed XML: %v", r)
+		}
+	}()
+	return read(ovirtsdk.NewXMLReader(b), nil, kind)
 }
 
 // parseAction decodes an optional <action> body.
@@ -186,7 +202,7 @@ func parseAction(rq *apiReq) (*ovirtsdk.Action, *apiError) {
 	if bytes.IndexByte(b, '<') < 0 {
 		return nil, &apiError{400, "Request syntactically incorrect.", "The request body is not XML; expected <action>."}
 	}
-	a, err := ovirtsdk.XMLActionReadOne(ovirtsdk.NewXMLReader(b), nil, "action")
+	a, err := readXML(b, "action", ovirtsdk.XMLActionReadOne)
 	if err != nil || a == nil {
 		return nil, &apiError{400, "Request syntactically incorrect.", fmt.Sprintf("Cannot parse <action>: %v", err)}
 	}
@@ -809,6 +825,12 @@ func diskSpecOf(d *ovirtsdk.Disk) *diskSpec {
 		sp.alias = n
 	}
 	sp.description, _ = d.Description()
+	if w, ok := d.WipeAfterDelete(); ok {
+		sp.wipe = &w
+	}
+	if b, ok := d.Backup(); ok {
+		sp.backup = string(b)
+	}
 	if f, ok := d.Format(); ok {
 		sp.format = string(f)
 	}
@@ -879,7 +901,7 @@ func hRemoveDisk(s *Simulator, rq *apiReq) {
 
 // ---- VMs
 
-var vmFields = []string{"name", "cluster", "datacenter", "status", "comment", "description", "template", "os", "id", "host"}
+var vmFields = []string{"name", "cluster", "datacenter", "status", "comment", "description", "template", "os", "id", "host", "tag"}
 
 func vmField(v *vm, f string, now time.Time) string {
 	switch f {
@@ -927,9 +949,15 @@ func hVMs(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
+	matches, aerr := s.inv.vmMatcher(sq, cs, rc.now) // tag clauses (vmtags.go)
+	if aerr != nil {
+		s.mu.RUnlock()
+		rq.fault(aerr)
+		return
+	}
 	var vms []*vm
 	match := func(v *vm) {
-		if sq.match(func(f string) string { return vmField(v, f, rc.now) }, cs) {
+		if matches(v) {
 			vms = append(vms, v)
 		}
 	}
@@ -951,6 +979,7 @@ func hVMs(s *Simulator, rq *apiReq) {
 	for _, v := range vms {
 		out = append(out, renderVM(v, rc, ""))
 	}
+	s.addVMExtras(rq, vms...) // the 4.5 model's pinning policies (performance.go)
 	s.mu.RUnlock()
 	sl := &ovirtsdk.VmSlice{}
 	sl.SetSlice(out)
@@ -964,6 +993,7 @@ func hVM(s *Simulator, rq *apiReq) {
 	var o *ovirtsdk.Vm
 	if v != nil && aerr == nil {
 		o = renderVM(v, rc, "")
+		s.addVMExtras(rq, v) // performance.go
 	}
 	s.mu.RUnlock()
 	switch {
@@ -1049,6 +1079,9 @@ func vmSpecOf(v *ovirtsdk.Vm) (*vmSpec, *apiError) {
 			if sp2, ok := d.Sparse(); ok {
 				o.sparse = &sp2
 			}
+			if b, ok := d.Backup(); ok {
+				o.backup = string(b)
+			}
 			if sds, ok := d.StorageDomains(); ok && len(sds.Slice()) > 0 {
 				o.sdID, _ = sds.Slice()[0].Id()
 				o.sdName, _ = sds.Slice()[0].Name()
@@ -1078,6 +1111,11 @@ func hAddVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
+	if sp.perf, aerr = perfSpecOf(body, rq.body); aerr != nil { // performance.go
+		rq.fault(aerr)
+		return
+	}
+	sp.perf.autoPin = rq.q.Get("auto_pinning_policy")
 	sp.clone, sp.corr = clone, rq.corr
 	s.mu.Lock()
 	now := time.Now()
@@ -1086,6 +1124,7 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	if aerr == nil {
 		if v, aerr = s.inv.createVM(sp, now, s.timings); aerr == nil {
 			s.ownVM(rq, v)
+			v.noVirtioScsi = virtioScsiDisabled(body)
 		}
 	}
 	var o *ovirtsdk.Vm
@@ -1094,6 +1133,7 @@ func hAddVM(s *Simulator, rq *apiReq) {
 	if aerr == nil {
 		// The engine answers before the disks exist: image_locked.
 		o = renderVM(v, &renderCtx{now: now, guestAgent: s.guestAgent}, "image_locked")
+		s.addVMExtras(rq, v) // performance.go
 		tasks, unlockAt = len(v.disks) > 0, v.unlockAt
 	}
 	s.mu.Unlock()
@@ -1271,6 +1311,10 @@ func hUpdateVM(s *Simulator, rq *apiReq) {
 		rq.fault(aerr)
 		return
 	}
+	if u.perf, aerr = perfSpecOf(body, rq.body); aerr != nil { // performance.go
+		rq.fault(aerr)
+		return
+	}
 	s.mu.Lock()
 	rc, aerr := s.renderCtx(rq)
 	v := s.inv.vms[rq.ids[0]]
@@ -1292,6 +1336,7 @@ func hUpdateVM(s *Simulator, rq *apiReq) {
 		if aerr = s.inv.updateVM(v, u, rc.now); aerr == nil {
 			s.inv.addJob(rq.corr, "Editing VM "+v.name, rc.now, rc.now)
 			o = renderVM(v, rc, "")
+			s.addVMExtras(rq, v) // performance.go
 		}
 	}
 	s.mu.Unlock()
@@ -1353,6 +1398,7 @@ func (s *Simulator) vmActionOf(rq *apiReq, _ *ovirtsdk.Action, group string, op 
 	} else if aerr = s.authorize(rq, need{group: group, object: s.inv.vmObject(v)}); aerr == nil {
 		var desc string
 		var end time.Time
+		v.settleHotplugs(now) // before the power phase changes (diskconfig.go)
 		if aerr, desc, end = op(v, now, s.timings); aerr == nil {
 			s.inv.addJob(rq.corr, desc, now, end)
 		}
@@ -1538,8 +1584,8 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 		return
 	}
 	bootable, _ := body.Bootable()
-	active, ok := body.Active()
-	if !ok {
+	active, activeSet := body.Active()
+	if !activeSet {
 		active = true
 	}
 	var iface string
@@ -1553,27 +1599,29 @@ func hAddAttachment(s *Simulator, rq *apiReq) {
 	}
 	diskID, _ := bd.Id()
 	s.mutateVM(rq, func(v *vm, rc *renderCtx) (func(), *apiError) {
-		if aerr := s.authorize(rq, need{group: ActionConfigureVMStorage, object: s.inv.vmObject(v)}); aerr != nil {
-			return nil, aerr
-		}
 		var d *disk
 		if diskID != "" {
+			if aerr := s.authorize(rq, need{group: ActionConfigureVMStorage, object: s.inv.vmObject(v)}); aerr != nil {
+				return nil, aerr
+			}
 			if d = s.inv.anyDisk(diskID); d == nil {
 				return nil, notFound("Disk: id=" + diskID)
 			}
-			if aerr := s.inv.attachDisk(v, d, bootable, iface, active, rc.now, false); aerr != nil {
+			if aerr := s.inv.attachDisk(v, d, bootable, iface, active, rc.now); aerr != nil {
 				return nil, aerr
 			}
 		} else {
+			// AddDisk (diskconfig.go): CONFIGURE_VM_STORAGE on the VM and CREATE_DISK on the domain.
+			sp := diskSpecOf(bd)
+			if aerr := s.authorize(rq, s.inv.addDiskNeeds(v, sp)...); aerr != nil {
+				return nil, aerr
+			}
+			a := newAttachment{bootable: bootable, iface: iface}
+			if activeSet {
+				a.active = &active
+			}
 			var aerr *apiError
-			if aerr = vmImageLocked(v, rc.now, "add Virtual Disk"); aerr != nil {
-				return nil, aerr
-			}
-			if d, aerr = s.inv.createDisk(diskSpecOf(bd), rc.now, s.timings); aerr != nil {
-				return nil, aerr
-			}
-			if aerr = s.inv.attachDisk(v, d, bootable, iface, active, rc.now, true); aerr != nil {
-				s.inv.releaseDisk(d)
+			if d, aerr = s.inv.addVMDisk(v, sp, a, rc.now, s.timings); aerr != nil {
 				return nil, aerr
 			}
 		}

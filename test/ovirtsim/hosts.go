@@ -25,11 +25,12 @@ var hostStatuses = []string{"connecting", "down", "error", "initializing", "inst
 
 // host is a hypervisor (a VDS) of a cluster.
 type host struct {
-	id, name string
-	cluster  *cluster
-	memory   int64 // bytes the VMs may use (physical memory at 100% over-commit)
-	status   string
-	vms      map[*vm]struct{} // VMs placed here; one that went down since is skipped (vm.runningOn)
+	id, name  string
+	cluster   *cluster
+	memory    int64 // bytes the VMs may use (physical memory at 100% over-commit)
+	status    string
+	vms       map[*vm]struct{} // VMs placed here; one that went down since is skipped (vm.runningOn)
+	hugePages []HugePages      // static huge pages (ha.go)
 }
 
 // runningVMs lists the VMs running on h now, by name.
@@ -49,7 +50,7 @@ func (h *host) committed(now time.Time) int64 {
 	var n int64
 	for v := range h.vms {
 		if v.runningOn(now) == h {
-			n += v.memory
+			n += v.ordinaryMemory() // a VM backed by huge pages takes none (performance.go)
 		}
 	}
 	return n
@@ -122,8 +123,11 @@ func (inv *inventory) addHost(cl *cluster, h Host) (*host, error) {
 	if !validHostStatus(h.Status) {
 		return nil, invalidf("host %q: unknown status %q (%s)", h.Name, h.Status, strings.Join(hostStatuses, ", "))
 	}
+	if err := checkHugePages(h.Name, h.HugePages); err != nil {
+		return nil, err
+	}
 	o := &host{id: uuid4(inv.hostRng), name: h.Name, cluster: cl, memory: h.MemoryGB * gib, status: h.Status,
-		vms: map[*vm]struct{}{}}
+		vms: map[*vm]struct{}{}, hugePages: append([]HugePages(nil), h.HugePages...)}
 	inv.hosts = append(inv.hosts, o)
 	inv.hostByName[o.name] = o
 	inv.byID[o.id] = o
@@ -163,11 +167,13 @@ type HostState struct {
 	FreeMemoryBytes int64 `json:"free_memory_bytes"`
 	// VMs are the names of the VMs running on the host now, sorted.
 	VMs []string `json:"vms"`
+	// HugePages are the host's static huge pages, with how many are free now.
+	HugePages []HugePagesState `json:"hugepages,omitempty"`
 }
 
 func hostState(h *host, now time.Time) HostState {
 	st := HostState{ID: h.id, Name: h.name, Cluster: h.cluster.name, Status: h.status,
-		MemoryBytes: h.memory, FreeMemoryBytes: h.free(now), VMs: []string{}}
+		MemoryBytes: h.memory, FreeMemoryBytes: h.free(now), VMs: []string{}, HugePages: hugePagesStates(h, now)}
 	for _, v := range h.runningVMs(now) {
 		st.VMs = append(st.VMs, v.name)
 	}
@@ -285,6 +291,7 @@ func (s *Simulator) SetHostStatus(name, status string) error {
 	victims := h.runningVMs(now)
 	for _, v := range victims {
 		v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+		v.recordExit(exitError, exitHostFenced) // RestartVdsVmsOperation: Down, ExitStatus.Error
 		delete(h.vms, v)
 		v.host = nil
 		s.inv.guestOp(v, guestPowerOff)
@@ -306,6 +313,9 @@ func (s *Simulator) SetHostStatus(name, status string) error {
 
 // evacuate migrates the running VMs of h away before it goes to maintenance.
 func (s *Simulator) evacuate(h *host, status string, now time.Time) error {
+	if msg := nonMigratable(h, now); msg != "" {
+		return fmt.Errorf("%s: %w", msg, ErrConflict)
+	}
 	moved := map[*vm]*host{}
 	for _, v := range h.runningVMs(now) {
 		dst, aerr := s.inv.scheduleVM(v, now, h, "VAR__ACTION__MIGRATE")

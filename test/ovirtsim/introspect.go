@@ -54,6 +54,11 @@ type VMState struct {
 	// HighlyAvailable is high_availability.enabled: the VM is restarted
 	// elsewhere when its host fails.
 	HighlyAvailable bool `json:"highly_available,omitempty"`
+	// VMSettings are its custom properties, lease and performance settings, and how its last
+	// run ended (ha.go).
+	VMSettings
+	// Tags are the names of the tags assigned to the VM (GET /vms/{id}/tags), sorted.
+	Tags []string `json:"tags"`
 }
 
 // DiskState is a snapshot of one disk.
@@ -75,6 +80,12 @@ type DiskState struct {
 	Interface string `json:"interface"`
 	// FromTemplate marks disks copied from the template at creation.
 	FromTemplate bool `json:"from_template"`
+	// Description is the disk's description.
+	Description string `json:"description,omitempty"`
+	// Backup is "none" or "incremental".
+	Backup string `json:"backup"`
+	// WipeAfterDelete is the disk's wipe_after_delete.
+	WipeAfterDelete bool `json:"wipe_after_delete,omitempty"`
 	// VM is the id of the VM the disk is attached to; empty for floating disks.
 	VM string `json:"vm,omitempty"`
 }
@@ -151,6 +162,8 @@ type StorageDomainState struct {
 	Status     string `json:"status"`
 	FreeGB     int64  `json:"free_gb"`
 	UsedGB     int64  `json:"used_gb"`
+	// StorageType is nfs, glusterfs, posixfs, localfs (file) or iscsi, fcp (block).
+	StorageType string `json:"storage_type"`
 }
 
 // TemplateState describes a template version.
@@ -194,8 +207,9 @@ type Settings struct {
 
 func diskState(d *disk, now time.Time) DiskState {
 	ds := DiskState{ID: d.id, Alias: d.alias, SizeGB: ceilGiB(d.visibleSize(now)), Format: d.format, Sparse: d.sparse,
-		StorageDomain: d.sd.name, CopiesOn: sdNames(d.copies), Status: d.status(now), Bootable: d.bootable, Active: d.active,
-		Interface: d.iface, FromTemplate: d.fromTemplate}
+		StorageDomain: d.sd.name, CopiesOn: sdNames(d.copies), Status: d.status(now), Bootable: d.bootable, Active: d.isActive(now),
+		Interface: d.iface, FromTemplate: d.fromTemplate,
+		Description: d.description, Backup: cmp.Or(d.backup, "none"), WipeAfterDelete: d.wipe}
 	if d.vm != nil {
 		ds.VM = d.vm.id
 	}
@@ -209,9 +223,11 @@ func vmState(v *vm, now time.Time, guestAgent bool) VMState {
 		OSType: v.osType, Type: v.vmType, Sockets: v.sockets, Cores: v.cores, Threads: v.thr,
 		MemoryMB: v.memory / mib, GuaranteedMB: v.guaranteed / mib, CreatedAt: v.created,
 		Disks: []DiskState{}, NICs: []NICState{}, IPs: []string{}, HighlyAvailable: v.ha}
+	st.VMSettings = vmSettings(v, now) // ha.go
 	if h := v.runningOn(now); h != nil {
 		st.Host = h.name
 	}
+	st.Tags = vmTagNames(v)
 	for _, d := range v.disks {
 		st.Disks = append(st.Disks, diskState(d, now))
 	}
@@ -370,7 +386,7 @@ func (s *Simulator) Dump() State {
 		st.VnicProfiles = append(st.VnicProfiles, VnicProfileState{p.id, p.name, p.net.name, p.net.id, p.net.dc.name})
 	}
 	for _, sd := range inv.sds {
-		st.StorageDomains = append(st.StorageDomains, StorageDomainState{sd.id, sd.name, sd.dc.name, sd.typ, sd.status, sd.freeGB, sd.usedGB})
+		st.StorageDomains = append(st.StorageDomains, StorageDomainState{sd.id, sd.name, sd.dc.name, sd.typ, sd.status, sd.freeGB, sd.usedGB, sd.storageType})
 	}
 	for _, t := range inv.templates {
 		ts := TemplateState{ID: t.id, Name: t.name, Version: t.version, OSType: t.osType, Status: t.status,

@@ -80,6 +80,8 @@ func appendHref(b []byte, kind string, id []byte, owner linkOwner) []byte {
 		sub = "/networks/"
 	case kind == "affinity_group" && owner.kind == "cluster":
 		sub = "/affinitygroups/"
+	case kind == "tag" && owner.kind == "vm":
+		sub = "/tags/" // a VM's assigned tag (BackendVmTagResource)
 	}
 	if sub != "" {
 		b = append(b, owner.href...)

@@ -118,11 +118,13 @@ type vmSpec struct {
 	haPriority                                             int64
 	overrides                                              []diskOverride
 	corr                                                   string
+	perf                                                   perfSpec // performance.go
 }
 
 type diskOverride struct {
 	diskID, sdID, sdName, format string
 	sparse                       *bool
+	backup                       string // "none", "incremental"; "": not given
 }
 
 func (inv *inventory) resolveCluster(id, name string) (*cluster, *apiError) {
@@ -212,6 +214,11 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	if aerr != nil {
 		return nil, aerr
 	}
+	// The REST layer's placement hosts and auto_pinning_policy, the command's init and
+	// validateInputs (performance.go).
+	if aerr := inv.addPerfPre(sp); aerr != nil {
+		return nil, aerr
+	}
 	if aerr := inv.checkNameAndDescription(sp.name, sp.description, action); aerr != nil {
 		return nil, aerr
 	}
@@ -270,6 +277,10 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	if aerr := inv.validateShape(v, action); aerr != nil {
 		return nil, aerr
 	}
+	// canAddVm: the custom properties and the dedicated hosts (performance.go).
+	if aerr := inv.addPerfProps(v, sp); aerr != nil {
+		return nil, aerr
+	}
 
 	// Disk placement.
 	ovs := map[*disk]*diskOverride{}
@@ -291,6 +302,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		sd     *storageDomain
 		format string
 		sparse bool
+		backup string
 	}
 	places := make([]placement, len(t.disks))
 	need := map[*storageDomain]int64{}
@@ -308,21 +320,16 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 				}
 				p.sd = sd
 			}
-			if o.format != "" {
-				if o.format != "cow" && o.format != "raw" {
-					return nil, &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk format (cow, raw).", o.format)}
-				}
-				if !sp.clone && o.format == "raw" {
-					return nil, cannot(400, action, "Thin provisioned template disks can not be defined as Raw.")
-				}
-				if sp.clone {
-					p.format = o.format
-					p.sparse = o.format == "cow"
-				}
+			// The REST layer maps the override onto the template disk (BackendVmsResource.getDisksToClone,
+			// DiskMapper): what it leaves out stays the template disk's (diskconfig.go).
+			if aerr := applyDiskOverride(o, td, sp.clone, action, &p.format, &p.sparse, &p.backup); aerr != nil {
+				return nil, aerr
 			}
-			if o.sparse != nil && sp.clone {
-				p.sparse = *o.sparse
-			}
+		}
+		if !sp.clone {
+			// A thin disk is a new COW sparse volume on top of the template's image, whatever the
+			// override says (CreateSnapshotCommand: "override volume type and volume format").
+			p.format, p.sparse = "cow", true
 		}
 		if aerr := usableSD(p.sd, cl.dc, action); aerr != nil {
 			return nil, aerr
@@ -337,7 +344,20 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 			return nil, cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
 		}
 	}
+	if sp.clone {
+		// AddVmFromTemplateCommand.validate, after AddVmCommand's: ImagesHandler.checkImageConfiguration
+		// of every (not shareable) template disk as the request maps it, on its destination domain.
+		for _, p := range places {
+			if aerr := checkImageConfiguration(p.sd, p.format, p.sparse, p.backup, "VAR__TYPE__VM"); aerr != nil {
+				return nil, aerr
+			}
+		}
+	}
 
+	// The CPU pinning, the lease and the pinning policy (performance.go, ha.go).
+	if aerr := inv.addPerfRest(v, sp, now); aerr != nil {
+		return nil, aerr
+	}
 	lock := tm.ImageLock
 	if sp.clone {
 		lock = time.Duration(float64(lock) * tm.CloneFactor)
@@ -351,7 +371,7 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 		p := places[i]
 		d := &disk{id: inv.newID(), alias: td.alias, sizeBytes: td.sizeBytes, format: p.format, sparse: p.sparse,
 			sd: p.sd, bootable: td.bootable, iface: td.iface, active: true, lockedUntil: v.unlockAt,
-			vm: v, fromTemplate: true, created: now}
+			vm: v, fromTemplate: true, created: now, backup: p.backup}
 		if sp.clone {
 			d.consumedGB = td.sizeGB()
 			inv.consume(p.sd, d.consumedGB)
@@ -416,8 +436,9 @@ type vmUpdate struct {
 	initNets                                                           *[]initNetwork // nic_configurations given (maybe empty)
 	sockets, cores, threads                                            *int
 	memory, guaranteed, maxMemory                                      *int64
-	ha                                                                 *bool  // high_availability.enabled
-	haPriority                                                         *int64 // high_availability.priority
+	ha                                                                 *bool    // high_availability.enabled
+	haPriority                                                         *int64   // high_availability.priority
+	perf                                                               perfSpec // performance.go
 }
 
 func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
@@ -470,6 +491,10 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	if aerr := validateInitNetworks(n.initNets, action); aerr != nil {
 		return aerr
 	}
+	perf, aerr := inv.updateVMPerf(v, &n, u, now) // performance.go
+	if aerr != nil {
+		return aerr
+	}
 	if n.name != v.name {
 		inv.unindexVMName(v)
 		v.name = n.name
@@ -480,6 +505,7 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	v.initNets, v.dnsServers, v.dnsSearch = n.initNets, n.dnsServers, n.dnsSearch
 	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
 	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
+	v.perf = perf
 	if u.ha != nil {
 		v.ha = *u.ha
 	}
@@ -533,6 +559,8 @@ func (inv *inventory) removeVM(v *vm, detachOnly, force, outOfBand bool, now tim
 	// affinity_group_members.vm_id references vm_static ON DELETE CASCADE:
 	// a removed VM leaves its affinity groups.
 	inv.dropFromGroups(v)
+	// tags_vm_map.vm_id too (tags_vm_map_vm): it loses its tags (vmtags.go).
+	inv.dropVMTags(v)
 	v.leaveHost()
 	inv.guestOp(v, guestRemove)
 	return nil
@@ -791,9 +819,8 @@ func (inv *inventory) editDisk(d *disk, e *diskEdit, now time.Time, tm Timings) 
 	return nil
 }
 
-// attachDisk attaches a floating disk; fresh skips the disk lock check for a
-// disk created by the same request.
-func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, active bool, now time.Time, fresh bool) *apiError {
+// attachDisk attaches a floating disk (a new disk is added by addVMDisk, diskconfig.go).
+func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, active bool, now time.Time) *apiError {
 	const action = "attach Virtual Disk to VM"
 	if aerr := vmImageLocked(v, now, action); aerr != nil {
 		return aerr
@@ -804,7 +831,7 @@ func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, ac
 	if d.vm != nil {
 		return cannot(409, action, fmt.Sprintf("The disk is already attached to VM %s.", d.vm.name))
 	}
-	if !fresh && d.status(now) == "locked" {
+	if d.status(now) == "locked" {
 		return cannot(409, action, diskLockedWhy)
 	}
 	if iface == "" {
@@ -814,16 +841,17 @@ func (inv *inventory) attachDisk(v *vm, d *disk, bootable bool, iface string, ac
 		return &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk interface.", iface)}
 	}
 	if bootable {
-		for _, o := range v.disks {
-			if o.bootable {
-				return cannot(400, action, "The VM already has a bootable disk.")
-			}
+		if aerr := bootDiskInUse(v, now, "VAR__ACTION__ATTACH_ACTION_TO"); aerr != nil {
+			return aerr
 		}
 	}
 	if d.sd.dc != v.cluster.dc {
 		return cannot(400, action, "The disk's Storage Domain is not in the Data Center of the VM.")
 	}
-	d.vm, d.bootable, d.iface, d.active = v, bootable, iface, active
+	if aerr := virtioScsiValid(v, iface, "VAR__ACTION__ATTACH_ACTION_TO"); aerr != nil {
+		return aerr
+	}
+	d.vm, d.bootable, d.iface, d.active, d.plugAt = v, bootable, iface, active, time.Time{}
 	v.disks = append(v.disks, d)
 	return nil
 }
@@ -834,54 +862,17 @@ type diskSpec struct {
 	sparse                     *bool
 	sizeBytes                  int64
 	sdID, sdName               string
+	wipe                       *bool  // wipe_after_delete; nil: the domain's
+	backup                     string // "none", "incremental"; "": not given (none)
 }
 
 func (inv *inventory) createDisk(sp *diskSpec, now time.Time, tm Timings) (*disk, *apiError) {
-	const action = "add Virtual Disk"
-	var missing []string
-	if sp.sizeBytes <= 0 {
-		missing = append(missing, "provisionedSize")
-	}
-	if sp.sizeBytes > maxDiskBytes {
-		return nil, cannot(400, action, "The disk size is too large.")
-	}
-	if sp.sdID == "" && sp.sdName == "" {
-		missing = append(missing, "storageDomains.id|name")
-	}
-	if len(missing) > 0 {
-		return nil, incomplete("Disk", missing, "add")
-	}
-	sd, aerr := inv.resolveSD(sp.sdID, sp.sdName)
+	// AddDiskCommand's checks, then the disk (diskconfig.go).
+	pl, aerr := inv.planDisk(sp)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := usableSD(sd, sd.dc, action); aerr != nil {
-		return nil, aerr
-	}
-	format := sp.format
-	if format == "" {
-		format = "cow"
-	}
-	if format != "cow" && format != "raw" {
-		return nil, &apiError{400, reasonFailed, fmt.Sprintf("Invalid value '%s' for disk format (cow, raw).", format)}
-	}
-	sparse := format == "cow"
-	if sp.sparse != nil {
-		sparse = *sp.sparse
-	}
-	gb := ceilGiB(sp.sizeBytes)
-	if sd.freeGB < gb {
-		return nil, cannot(409, action, fmt.Sprintf("Low disk space on Storage Domain %s.", sd.name))
-	}
-	d := &disk{id: inv.newID(), alias: sp.alias, description: sp.description, sizeBytes: sp.sizeBytes,
-		format: format, sparse: sparse, sd: sd, iface: "virtio_scsi", consumedGB: gb,
-		lockedUntil: now.Add(tm.DiskLock), created: now}
-	if d.alias == "" {
-		d.alias = "disk_" + d.id[:8]
-	}
-	inv.consume(sd, gb)
-	inv.disks[d.id] = d
-	return d, nil
+	return inv.makeDisk(pl, now, tm), nil
 }
 
 // detachDisk makes an attached disk floating; force skips the lock checks.
@@ -896,7 +887,7 @@ func (inv *inventory) detachDisk(v *vm, d *disk, force bool, now time.Time) *api
 		}
 	}
 	v.disks = slices.DeleteFunc(v.disks, func(e *disk) bool { return e == d })
-	d.vm, d.active = nil, false
+	d.vm, d.active, d.plugAt = nil, false, time.Time{}
 	return nil
 }
 
@@ -913,7 +904,7 @@ func (inv *inventory) deleteDisk(d *disk, now time.Time) *apiError {
 		if aerr := vmImageLocked(v, now, action); aerr != nil {
 			return aerr
 		}
-		if d.active && v.status(now) != "down" {
+		if d.isActive(now) && v.status(now) != "down" {
 			return cannot(409, action, "Disk is plugged to a running VM.")
 		}
 		v.disks = slices.DeleteFunc(v.disks, func(e *disk) bool { return e == d })

@@ -131,7 +131,7 @@ func TestRemoveForce(t *testing.T) {
 	id := createVM(t, conn, "newdisk", true)
 	vms := conn.SystemService().VmsService().VmService(id)
 	_, err := vms.DiskAttachmentsService().Add().Attachment(ovirtsdk.NewDiskAttachmentBuilder().Active(true).
-		DiskBuilder(ovirtsdk.NewDiskBuilder().Alias("extra").ProvisionedSize(1 << 30).
+		DiskBuilder(ovirtsdk.NewDiskBuilder().Alias("extra").ProvisionedSize(1 << 30).Format(ovirtsdk.DISKFORMAT_COW).
 			StorageDomainsOfAny(ovirtsdk.NewStorageDomainBuilder().Name("data").MustBuild())).MustBuild()).Send()
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = vms.Remove().Send()

@@ -1,6 +1,7 @@
 package ovirtsim
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"math/rand/v2"
@@ -257,6 +258,10 @@ func renderSD(sd *storageDomain, underDC bool) *ovirtsdk.StorageDomain {
 	o.SetDataCenters(dcs)
 	o.SetWarningLowSpaceIndicator(10)
 	o.SetCriticalSpaceActionBlocker(5)
+	hs := &ovirtsdk.HostStorage{}
+	hs.SetType(ovirtsdk.StorageType(sd.storageType))
+	o.SetStorage(hs)
+	o.SetWipeAfterDelete(sd.wipe)
 	return o
 }
 
@@ -284,7 +289,8 @@ func renderDisk(d *disk, now time.Time) *ovirtsdk.Disk {
 	o.SetStorageType(ovirtsdk.DISKSTORAGETYPE_IMAGE)
 	o.SetContentType(ovirtsdk.DISKCONTENTTYPE_DATA)
 	o.SetShareable(false)
-	o.SetWipeAfterDelete(false)
+	o.SetWipeAfterDelete(d.wipe)
+	o.SetBackup(ovirtsdk.DiskBackup(cmp.Or(d.backup, "none")))
 	o.SetPropagateErrors(false)
 	refs := []*ovirtsdk.StorageDomain{sdRef(d.sd.id)}
 	for _, c := range d.copies {
@@ -299,7 +305,7 @@ func renderDisk(d *disk, now time.Time) *ovirtsdk.Disk {
 func renderAttachment(d *disk, withDisk bool, now time.Time) *ovirtsdk.DiskAttachment {
 	o := &ovirtsdk.DiskAttachment{}
 	o.SetId(d.id)
-	o.SetActive(d.active)
+	o.SetActive(d.isActive(now))
 	o.SetBootable(d.bootable)
 	o.SetInterface(ovirtsdk.DiskInterface(d.iface))
 	o.SetPassDiscard(false)
@@ -484,6 +490,7 @@ func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 	ha.SetEnabled(v.ha)
 	ha.SetPriority(v.haPriority)
 	o.SetHighAvailability(ha)
+	renderPerf(o, v) // custom properties, lease, resume behaviour, performance (performance.go)
 	if in := renderInitialization(v); in != nil {
 		o.SetInitialization(in)
 	}
@@ -499,6 +506,9 @@ func renderVM(v *vm, rc *renderCtx, status string) *ovirtsdk.Vm {
 	}
 	if rc.follows("reported_devices") {
 		o.SetReportedDevices(reportedDevices(v, rc))
+	}
+	if rc.follows("tags") {
+		o.SetTags(renderVMTags(v, rc)) // vmtags.go
 	}
 	return o
 }

@@ -12,7 +12,8 @@ import (
 
 // The scheduler follows SchedulingManager with the default cluster policy
 // ("none", InternalClusterPolicies): the candidate hosts are the hosts of the
-// VM's cluster that are up; the filters Memory, VmAffinityGroups and
+// VM's cluster that are up; the mandatory filters PinToHost and VM leases ready,
+// then the filters Memory, HugePages, VmAffinityGroups and
 // VmToHostsAffinityGroups run in that order (the policy's order; the other
 // filters of the policy have nothing to filter here); the remaining hosts are
 // ranked. When no host remains, the answer is the engine's validation
@@ -275,7 +276,7 @@ func (inv *inventory) groupsOf(v *vm) []*affinityGroup {
 func (inv *inventory) scheduleVM(v *vm, now time.Time, skip *host, action string) (*host, *apiError) {
 	var hosts []*host
 	for _, h := range inv.hosts {
-		if h.cluster == v.cluster && h.status == "up" && h != skip {
+		if h.cluster == v.cluster && h.status == "up" && h != skip && !v.perf.blacklisted(h) {
 			h.prune(now)
 			hosts = append(hosts, h)
 		}
@@ -285,10 +286,14 @@ func (inv *inventory) scheduleVM(v *vm, now time.Time, skip *host, action string
 	}
 	run := &schedRun{filter: map[*host]string{}, details: map[*host][]string{}}
 	groups := inv.groupsOf(v)
+	// The mandatory filters run first (SchedulingManager.splitFilters; their own order is a
+	// HashSet's): PinToHost and VM leases ready (ha.go).
+	hosts = run.runFilter("PinToHost", hosts, func(hs []*host) []*host { return pinToHostFilter(v, hs, run, now) })
+	hosts = run.runFilter("VM leases ready", hosts, func(hs []*host) []*host { return leasesReadyFilter(v, hs, run) })
 	hosts = run.runFilter("Memory", hosts, func(hs []*host) []*host {
 		var kept []*host
 		for _, h := range hs {
-			if free := h.free(now); v.memory > free {
+			if free := h.free(now); v.memoryNeed(h, now) > free {
 				run.addDetail(h, fmt.Sprintf("$availableMem %d", max(free, 0)/mib), "VAR__DETAIL__NOT_ENOUGH_MEMORY")
 				continue
 			}
@@ -296,6 +301,7 @@ func (inv *inventory) scheduleVM(v *vm, now time.Time, skip *host, action string
 		}
 		return kept
 	})
+	hosts = run.runFilter("HugePages", hosts, func(hs []*host) []*host { return hugePagesFilter(v, hs, run, now) })
 	hosts = run.runFilter("VmAffinityGroups", hosts, func(hs []*host) []*host {
 		return inv.vmAffinityFilter(v, groups, hs, run, now)
 	})

@@ -253,6 +253,12 @@ func window[T any](l []T, sq *searchQuery, maxRows int) []T {
 
 // match reports whether the object whose field values get returns matches.
 func (sq *searchQuery) match(get func(field string) string, caseSensitive bool) bool {
+	return sq.matchWith(get, nil, caseSensitive)
+}
+
+// matchWith is match where custom, when not nil, decides the clauses it handles (handled true),
+// e.g. a field with several values such as a VM's tags (vmtags.go).
+func (sq *searchQuery) matchWith(get func(field string) string, custom func(c clause) (matched, handled bool), caseSensitive bool) bool {
 	if sq == nil {
 		return true
 	}
@@ -262,7 +268,13 @@ func (sq *searchQuery) match(get func(field string) string, caseSensitive bool) 
 	for _, g := range sq.groups {
 		ok := true
 		for _, c := range g {
-			m := valueMatch(c.value, get(c.field), c.wildcard, caseSensitive)
+			var m, handled bool
+			if custom != nil {
+				m, handled = custom(c)
+			}
+			if !handled {
+				m = valueMatch(c.value, get(c.field), c.wildcard, caseSensitive)
+			}
 			if m == c.neg {
 				ok = false
 				break

@@ -78,6 +78,9 @@ type Host struct {
 	// Status is the host status: "up" (default), "maintenance",
 	// "non_responsive", "down", ... (the API model's HostStatus values).
 	Status string `json:"status,omitempty"`
+	// HugePages are the host's static huge pages (default none): a VM backed by huge pages
+	// (its hugepages custom property) starts only where enough of its size are free.
+	HugePages []HugePages `json:"hugepages,omitempty"`
 }
 
 // StorageDomain is an oVirt storage domain in the seed inventory.
@@ -92,6 +95,12 @@ type StorageDomain struct {
 	Type string `json:"type,omitempty"`
 	// Status is "active" (default); anything else ("maintenance", "inactive", ...) makes the domain unusable.
 	Status string `json:"status,omitempty"`
+	// StorageType is the storage behind the domain: "nfs" (default), "glusterfs", "posixfs" or
+	// "localfs" (file domains), "iscsi" or "fcp" (block domains, which refuse raw sparse disks).
+	StorageType string `json:"storage_type,omitempty"`
+	// WipeAfterDelete is the domain's wipe_after_delete: new disks that do not say otherwise
+	// get it (AddDiskCommand).
+	WipeAfterDelete bool `json:"wipe_after_delete,omitempty"`
 }
 
 // TemplateDisk is one disk of a template.
@@ -138,6 +147,9 @@ type Template struct {
 	// NoGuestAgent means the image has no qemu-guest-agent: VMs created
 	// from it report no devices and stay powering_up for NoAgentPoweringUp.
 	NoGuestAgent bool `json:"no_guest_agent,omitempty"`
+	// CustomProperties are the template's custom properties (validated like a VM's); a VM
+	// created without custom_properties gets them.
+	CustomProperties []CustomProperty `json:"custom_properties,omitempty"`
 }
 
 // VnicProfile is a vNIC profile in the seed inventory.
@@ -367,6 +379,13 @@ type Seed struct {
 	// Version is the engine version, "major.minor[.build]", reported by GET /api and deciding
 	// version-dependent limits (MaxNumOfVmCpus: 384 on 4.4, 512 from 4.5). Default "4.5.5".
 	Version string `json:"version,omitempty"`
+	// PredefinedVMProperties is the Engine's PredefinedVMProperties configuration value,
+	// "name=regex;name=regex": the VM custom properties the Engine accepts. Empty means the
+	// Engine's default for the version (DefaultPredefinedVMProperties).
+	PredefinedVMProperties string `json:"predefined_vm_properties,omitempty"`
+	// UserDefinedVMProperties is the Engine's UserDefinedVMProperties (engine-config -s), in the
+	// same format. Default empty.
+	UserDefinedVMProperties string `json:"user_defined_vm_properties,omitempty"`
 }
 
 // LoadSeed reads a JSON seed file. Unknown fields are an error, so typos do

@@ -56,6 +56,8 @@ type storageDomain struct {
 	dc             *dataCenter
 	typ, status    string
 	freeGB, usedGB int64
+	storageType    string // nfs, iscsi, fcp, ... (diskconfig.go)
+	wipe           bool   // wipe_after_delete: the default of the domain's new disks
 }
 
 type vnicProfile struct {
@@ -75,8 +77,9 @@ type template struct {
 	disks                   []*disk
 	nics                    []*templateNIC
 	created                 time.Time
-	runtime                 bool // added after Build via AddTemplate
-	noAgent                 bool // the image has no guest agent
+	runtime                 bool         // added after Build via AddTemplate
+	noAgent                 bool         // the image has no guest agent
+	customProps             []customProp // custom_properties, as stored (customprops.go)
 }
 
 type templateNIC struct {
@@ -102,6 +105,9 @@ type disk struct {
 	fromTemplate bool
 	consumedGB   int64
 	created      time.Time
+	backup       string    // "none" or "incremental" (DiskBackup); "" is none
+	wipe         bool      // wipe_after_delete
+	plugAt       time.Time // a hot plug pending until then (diskconfig.go); zero: none
 }
 
 func (d *disk) status(now time.Time) string {
@@ -178,6 +184,9 @@ type vm struct {
 	guestRun             int               // numbers the boots of a real guest (guests.go)
 	runDrive             map[string]string // the config drive attached for this run (real guests)
 	haPriority           int64             // high_availability.priority
+	perf                 vmPerf            // performance, lease, custom properties, exit (performance.go)
+	noVirtioScsi         bool              // created with virtio_scsi.enabled false (diskconfig.go)
+	tags                 []*tag            // assigned tags, tags_vm_map (vmtags.go)
 }
 
 // running reports whether the engine counts the VM as running on its host
@@ -316,8 +325,9 @@ type inventory struct {
 	vmSeq, macSeq int
 	ipSeq         map[*cluster]int
 
-	version    engineVersion // reported by GET /api, decides the vCPU maximum
-	maxNameLen int           // MaxVmNameLength
+	version    engineVersion     // reported by GET /api, decides the vCPU maximum
+	maxNameLen int               // MaxVmNameLength
+	vmProps    *vmPropertyConfig // PredefinedVMProperties and UserDefinedVMProperties (customprops.go)
 }
 
 func newInventory(seed *Seed, now time.Time) (*inventory, error) {
@@ -352,6 +362,9 @@ func newInventory(seed *Seed, now time.Time) (*inventory, error) {
 		return nil, err
 	}
 	inv.version = v
+	if inv.vmProps, err = newVMPropertyConfig(seed.PredefinedVMProperties, seed.UserDefinedVMProperties, v); err != nil {
+		return nil, err
+	}
 	inv.blank = &template{id: blankTemplateID, name: "Blank", version: 1, osType: "other",
 		sockets: 1, cores: 1, threads: 1, memoryMB: 1024, status: "ok", created: now}
 	inv.templates = append(inv.templates, inv.blank)
@@ -502,8 +515,12 @@ func (inv *inventory) addStorageDomain(sd StorageDomain) error {
 	if sd.FreeGB < 0 {
 		return invalidf("storage domain %q: negative free_gb", sd.Name)
 	}
+	st, err := storageTypeOf(sd)
+	if err != nil {
+		return err
+	}
 	s := &storageDomain{id: inv.newID(), name: sd.Name, dc: inv.dataCenter(sd.DataCenter),
-		typ: sd.Type, status: sd.Status, freeGB: sd.FreeGB}
+		typ: sd.Type, status: sd.Status, freeGB: sd.FreeGB, storageType: st, wipe: sd.WipeAfterDelete}
 	inv.sds = append(inv.sds, s)
 	inv.sdByName[s.name] = s
 	inv.byID[s.id] = s
@@ -572,6 +589,13 @@ func (inv *inventory) addTemplate(t Template, now time.Time, runtime bool) error
 	tp := &template{id: inv.newID(), name: t.Name, version: t.Version, cluster: cl, osType: t.OSType,
 		sockets: t.Sockets, cores: t.Cores, threads: t.Threads, memoryMB: t.MemoryMB, status: t.Status,
 		created: now, runtime: runtime, noAgent: t.NoGuestAgent}
+	if len(t.CustomProperties) > 0 {
+		props, err := inv.vmProps.templateProps(t.Name, t.CustomProperties)
+		if err != nil {
+			return err
+		}
+		tp.customProps = props
+	}
 	for i, td := range t.Disks {
 		if td.Alias == "" {
 			td.Alias = fmt.Sprintf("%s_Disk%d", t.Name, i+1)

@@ -217,6 +217,7 @@ func (inv *inventory) removeTag(t *tag) *apiError {
 	for _, d := range gone {
 		delete(inv.tagNames, d.name)
 	}
+	inv.detachTags(gone) // Deletetags deletes their tags_vm_map rows (vmtags.go)
 	inv.tags = slices.DeleteFunc(inv.tags, func(o *tag) bool { return slices.Contains(gone, o) })
 	if p := inv.tagByID(t.parent); p != nil {
 		inv.hashTag(p)

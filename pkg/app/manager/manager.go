@@ -218,7 +218,8 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 	}).SetupWithManager(ctx, mgr, concurrency[machineController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachine controller: %w", err)
 	}
-	if err := (&controllers.OVirtMachineTemplateReconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).
+	if err := (&controllers.OVirtMachineTemplateReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Connector: connector, Retry: opts.RetryInterval, WatchFilterValue: opts.WatchFilter}).
 		SetupWithManager(ctx, mgr, concurrency[machineTemplateController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachineTemplate controller: %w", err)
 	}

@@ -42,6 +42,7 @@ type Client struct {
 	ListVMsFunc             func(ctx context.Context, q ovirt.VMQuery) (ovirt.VMPage, error)
 	CreateVMFunc            func(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error)
 	UpdateDiskFunc          func(ctx context.Context, vmID, diskID string, u ovirt.DiskUpdate) error
+	AddDiskFunc             func(ctx context.Context, vmID string, spec ovirt.DiskSpec) (*ovirt.Disk, error)
 	DetachDiskFunc          func(ctx context.Context, vmID, diskID string) error
 	AddNICFunc              func(ctx context.Context, vmID, name, vnicProfileID string) (*ovirt.NIC, error)
 	UpdateNICFunc           func(ctx context.Context, vmID, nicID, vnicProfileID string) error
@@ -62,6 +63,7 @@ type Client struct {
 	FindTagFunc              func(ctx context.Context, name string) (*ovirt.Tag, error)
 	GetTagFunc               func(ctx context.Context, id string) (*ovirt.Tag, error)
 	CreateTagFunc            func(ctx context.Context, name, description string) (*ovirt.Tag, error)
+	AssignTagFunc            func(ctx context.Context, vmID, tagID string) error
 	UpdateTagDescriptionFunc func(ctx context.Context, id, description string) error
 
 	mu             sync.Mutex
@@ -84,6 +86,10 @@ type Client struct {
 	hostCounts map[string]int
 	// tags are the Engine's tags other than the root, in creation order.
 	tags []*ovirt.Tag
+	// sdTypes are the storage types SetStorageDomainType gave storage domains, by id; diskSpecs
+	// the specs AddDisk created disks with, by disk id.
+	sdTypes   map[string]string
+	diskSpecs map[string]ovirt.DiskSpec
 }
 
 var _ ovirt.Client = (*Client)(nil)
@@ -228,13 +234,15 @@ func (c *Client) VMs() []ovirt.VM {
 	return out
 }
 
-// Spec returns the VMSpec a VM was created with (custom script included). Its CustomScript
-// follows UpdateVM: a CustomScript update replaces it, ClearCustomScript empties it.
+// Spec returns a copy of the VMSpec a VM was created with (custom script, disk format and
+// allocation, custom properties, high availability and performance included: what the SDK client
+// sends the Engine). Its CustomScript follows UpdateVM: a CustomScript update replaces it,
+// ClearCustomScript empties it.
 func (c *Client) Spec(vmID string) (ovirt.VMSpec, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.specs[vmID]
-	return s, ok
+	return cloneSpec(s), ok
 }
 
 // CustomScript returns the VM's initialization custom script as the Engine would store it: the
@@ -290,6 +298,10 @@ func invalid(op, format string, args ...any) error {
 func cloneVM(vm *ovirt.VM) *ovirt.VM {
 	out := *vm
 	out.Disks = slices.Clone(vm.Disks)
+	for i := range out.Disks {
+		out.Disks[i] = cloneDisk(out.Disks[i])
+	}
+	out.TagIDs = slices.Clone(vm.TagIDs)
 	out.NICs = slices.Clone(vm.NICs)
 	out.ReportedDevices = slices.Clone(vm.ReportedDevices)
 	return &out
@@ -479,7 +491,9 @@ func (c *Client) GetVM(ctx context.Context, id string) (*ovirt.VM, error) {
 	if !ok {
 		return nil, notFound("GetVM", "no VM with id %q", id)
 	}
-	return cloneVM(vm), nil
+	out := cloneVM(vm)
+	out.TagsKnown = true // the fake always follows the tags
+	return out, nil
 }
 
 // ListDiskAttachments implements ovirt.Client.
@@ -515,6 +529,7 @@ func (c *Client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, er
 		if vm.Name == name {
 			v := *vm
 			v.Disks, v.NICs, v.ReportedDevices = nil, nil, nil
+			v.TagIDs, v.TagsKnown = nil, false
 			v.HostName = ""
 			out = append(out, v)
 		}
@@ -542,7 +557,9 @@ func (c *Client) ListVMs(ctx context.Context, q ovirt.VMQuery) (ovirt.VMPage, er
 	var matching []ovirt.VM
 	for _, vm := range c.vms {
 		if strings.Contains(vm.Comment, q.CommentContains) {
-			matching = append(matching, *cloneVM(vm))
+			v := cloneVM(vm)
+			v.TagsKnown = true
+			matching = append(matching, *v)
 		}
 	}
 	slices.SortFunc(matching, func(a, b ovirt.VM) int {
@@ -584,6 +601,9 @@ func (c *Client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 	if c.CreateVMFunc != nil {
 		return c.CreateVMFunc(ctx, spec)
 	}
+	if err := checkVMSpec("CreateVM", spec); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if spec.MemoryBytes > 0 && spec.GuaranteedMemoryBytes > spec.MemoryBytes {
@@ -620,15 +640,32 @@ func (c *Client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 		vm.OriginalTemplateID = spec.TemplateID
 	}
 	for _, d := range tpl.Disks {
+		d = cloneDisk(d)
+		if spec.Clone {
+			// As the SDK client overrides them (pkg/ovirt/sdk addDiskOverrides).
+			if spec.StorageDomainID != "" {
+				d.StorageDomainID, d.StorageDomainIDs = spec.StorageDomainID, []string{spec.StorageDomainID}
+			}
+			if spec.StorageDomainID != "" || spec.DiskFormat != "" || spec.DiskSparse != nil {
+				if d.Format != ovirt.DiskFormatRaw {
+					d.Format = ovirt.DiskFormatCow
+				}
+				d.Format = cmp.Or(spec.DiskFormat, d.Format)
+				d.Sparse = d.Format == ovirt.DiskFormatCow
+				if spec.DiskSparse != nil {
+					d.Sparse = *spec.DiskSparse
+				}
+				if err := c.diskConfigurationError("CreateVM", "VM", d.Format, d.Sparse, d.StorageDomainID); err != nil {
+					return nil, err
+				}
+			}
+		}
 		d.ID = c.newID("disk")
 		d.Status = ovirt.DiskStatusOK
-		if spec.Clone && spec.StorageDomainID != "" {
-			d.StorageDomainID = spec.StorageDomainID
-		}
 		vm.Disks = append(vm.Disks, d)
 	}
 	c.vms[vm.ID] = vm
-	c.specs[vm.ID] = spec
+	c.specs[vm.ID] = cloneSpec(spec)
 	vm.CustomScriptStored = spec.CustomScript != ""
 	return cloneVM(vm), nil
 }

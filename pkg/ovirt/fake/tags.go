@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"unicode/utf16"
@@ -79,7 +80,14 @@ func (c *Client) DeleteTag(id string) bool {
 	defer c.mu.Unlock()
 	n := len(c.tags)
 	c.tags = slices.DeleteFunc(c.tags, func(t *ovirt.Tag) bool { return t.ID == id })
-	return len(c.tags) < n
+	if len(c.tags) == n {
+		return false
+	}
+	// RemoveTagCommand detaches the tag from its VMs first.
+	for _, vm := range c.vms {
+		vm.TagIDs = slices.DeleteFunc(vm.TagIDs, func(t string) bool { return t == id })
+	}
+	return true
 }
 
 // tagByName finds a tag by exact name: the created tags first, then the root, the order in which
@@ -217,5 +225,43 @@ func (c *Client) UpdateTagDescription(ctx context.Context, id, description strin
 		return &ovirt.Error{Op: op, Status: 500, Detail: "Operation Failed: [General command validation failure.]"}
 	}
 	t.Description = description
+	return nil
+}
+
+// AssignTag implements ovirt.Client: the tag joins the VM's TagIDs (GetVM and ListVMs report
+// them, with TagsKnown). A tag assigned already is no error, as with the Engine. An unknown VM or
+// tag is ErrNotFound (how the SDK client reports the Engine's 400 "Internal Engine Error" for
+// them), the root tag the Engine's 400 (ErrInvalid): it is no database row.
+func (c *Client) AssignTag(ctx context.Context, vmID, tagID string) error {
+	c.mu.Lock()
+	c.record("AssignTag")
+	c.mu.Unlock()
+	if c.AssignTagFunc != nil {
+		return c.AssignTagFunc(ctx, vmID, tagID)
+	}
+	const op = "AssignTag"
+	switch {
+	case vmID == "":
+		return invalid(op, "VM id is empty")
+	case tagID == "":
+		return invalid(op, "tag id is empty")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	const engineError = "Operation Failed: [Internal Engine Error]"
+	vm, ok := c.vms[vmID]
+	switch {
+	case c.tagByID(tagID) == nil:
+		return &ovirt.Error{Op: op, Status: 400, Kinds: []error{ovirt.ErrNotFound},
+			Detail: fmt.Sprintf("tag %s does not exist (the Engine answered: %s)", tagID, engineError)}
+	case !ok:
+		return &ovirt.Error{Op: op, Status: 400, Kinds: []error{ovirt.ErrNotFound},
+			Detail: fmt.Sprintf("VM %s does not exist (the Engine answered: %s)", vmID, engineError)}
+	case tagID == RootTagID:
+		return invalid(op, engineError)
+	}
+	if !slices.Contains(vm.TagIDs, tagID) {
+		vm.TagIDs = append(vm.TagIDs, tagID)
+	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -24,7 +25,7 @@ var _ ovirt.Client = (*client)(nil)
 
 // Follow expressions: one GET returns the VM with what the lifecycle needs.
 const (
-	vmFollow       = "disk_attachments.disk,nics.reported_devices"
+	vmFollow       = "disk_attachments.disk,nics.reported_devices,tags"
 	templateFollow = "disk_attachments.disk"
 	clusterFollow  = "networks"
 )
@@ -423,7 +424,7 @@ func readVM(conn *ovirtsdk.Connection, id string) (*ovirt.VM, error) {
 	if !ok {
 		return nil, fmt.Errorf("engine answered without a VM")
 	}
-	return toVM(vm), nil
+	return toFollowedVM(vm), nil
 }
 
 // completeVM reads what an answer that ignored follow left out, and names the VM's host.
@@ -557,7 +558,8 @@ func (c *client) FindVMsByName(ctx context.Context, name string) ([]ovirt.VM, er
 	})
 }
 
-// CreateVM implements ovirt.Client.
+// CreateVM implements ovirt.Client: POST /vms?clone=true|false[&auto_pinning_policy=...]
+// [&correlation_id=...] with the VM buildVM makes.
 func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, error) {
 	const op = "CreateVM"
 	vm, err := buildVM(op, spec)
@@ -566,6 +568,9 @@ func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 	}
 	created, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (*ovirt.VM, error) {
 		req := conn.SystemService().VmsService().Add().Vm(vm).Clone(spec.Clone)
+		if p := spec.Performance.AutoPinningPolicy; p != "" {
+			req.AutoPinningPolicy(ovirtsdk.AutoPinningPolicy(p))
+		}
 		if spec.CorrelationID != "" {
 			req.Query("correlation_id", spec.CorrelationID)
 		}
@@ -579,6 +584,11 @@ func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 		}
 		return toVM(v), nil
 	})
+	if engineSays(err, phraseDiskConfiguration) {
+		// A disk format and allocation the target domain does not take: no lock, no name in
+		// use, and the same request will always be refused.
+		return nil, withKinds(err, ovirt.ErrInvalid)
+	}
 	c.dropLookupsIfNotFound(err)
 	if errors.Is(err, ovirt.ErrConflict) {
 		// Low space or an illegal storage-domain status: the cached domain
@@ -588,25 +598,81 @@ func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 	return created, err
 }
 
-// buildVM translates a VMSpec into the engine's VM; unset fields are left
-// out so the engine inherits them from the template.
-func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
+// phraseDiskConfiguration is ACTION_TYPE_FAILED_DISK_CONFIGURATION_NOT_SUPPORTED's text, in lower
+// case: "Cannot add Virtual Disk. Disk configuration (COW Preallocated backup-None) is
+// incompatible with the storage domain type." (ImagesHandler.checkImageConfiguration, CONFLICT:
+// 409): cow preallocated anywhere (without incremental backup), raw sparse on block storage.
+const phraseDiskConfiguration = "is incompatible with the storage domain type"
+
+// customPropertyName is what the Engine takes as a custom property's name
+// (CustomPropertiesUtils.LEGITIMATE_CHARACTER_FOR_KEY); a value may hold anything but ';'.
+var customPropertyName = regexp.MustCompile(`^[a-zA-Z0-9_]+$`)
+
+// validateVMSpec refuses what buildVM cannot send as asked, or what the Engine would refuse
+// whatever its state, naming the field.
+func validateVMSpec(op string, spec ovirt.VMSpec) error {
+	overrides := spec.StorageDomainID != "" || spec.DiskFormat != "" || spec.DiskSparse != nil
+	perf := spec.Performance
 	switch {
 	case spec.Name == "":
-		return nil, invalid(op, "VM name is empty")
+		return invalid(op, "VM name is empty")
 	case spec.ClusterID == "":
-		return nil, invalid(op, "cluster id is empty")
+		return invalid(op, "cluster id is empty")
 	case spec.TemplateID == "":
-		return nil, invalid(op, "template id is empty")
+		return invalid(op, "template id is empty")
 	case spec.Sockets < 0 || spec.Cores < 0 || spec.Threads < 0 || spec.MemoryBytes < 0 || spec.GuaranteedMemoryBytes < 0:
-		return nil, invalid(op, "CPU and memory values must not be negative")
+		return invalid(op, "CPU and memory values must not be negative")
 	case spec.MemoryBytes > 0 && spec.GuaranteedMemoryBytes > spec.MemoryBytes:
 		// The engine refuses it too ("Physical Memory Guaranteed cannot
 		// exceed Memory Size"); saying so here saves a call.
-		return nil, invalid(op, "guaranteed memory %d exceeds memory %d", spec.GuaranteedMemoryBytes, spec.MemoryBytes)
-	case spec.Clone && spec.StorageDomainID != "" && len(spec.TemplateDisks) == 0:
-		return nil, invalid(op, "a storage domain override needs the template's disks")
+		return invalid(op, "guaranteed memory %d exceeds memory %d", spec.GuaranteedMemoryBytes, spec.MemoryBytes)
+	case spec.DiskFormat != "" && spec.DiskFormat != ovirt.DiskFormatCow && spec.DiskFormat != ovirt.DiskFormatRaw:
+		return invalid(op, "DiskFormat %q is neither %q nor %q", spec.DiskFormat, ovirt.DiskFormatCow, ovirt.DiskFormatRaw)
+	case spec.Clone && overrides && len(spec.TemplateDisks) == 0:
+		return invalid(op, "a disk override (StorageDomainID, DiskFormat, DiskSparse) needs the template's disks (TemplateDisks)")
+	case perf.CPUMode != "" && !slices.Contains([]string{ovirt.CPUModeHostPassthrough, ovirt.CPUModeHostModel, ovirt.CPUModeCustom}, perf.CPUMode):
+		return invalid(op, "Performance.CPUMode %q is not one of host_passthrough, host_model, custom", perf.CPUMode)
+	case perf.AutoPinningPolicy != "" && !slices.Contains([]string{ovirt.AutoPinningDisabled, ovirt.AutoPinningExisting, ovirt.AutoPinningAdjust}, perf.AutoPinningPolicy):
+		return invalid(op, "Performance.AutoPinningPolicy %q is not one of disabled, existing, adjust", perf.AutoPinningPolicy)
+	case perf.AutoPinningPolicy != "" && (spec.Sockets > 0 || spec.Cores > 0 || spec.Threads > 0):
+		// BackendVmsResource.addAutoPinningPolicy answers 409 "Attempt to automatically
+		// configure CPU topology or pinning while CPU topology or pinning is also specified."
+		return invalid(op, "Performance.AutoPinningPolicy %q cannot be combined with a CPU topology (Sockets, Cores, Threads): the Engine refuses both at once", perf.AutoPinningPolicy)
+	case perf.IOThreads < 0:
+		return invalid(op, "Performance.IOThreads %d is negative", perf.IOThreads)
 	}
+	if ha := spec.HighAvailability; ha != nil {
+		switch {
+		case ha.Priority < 0:
+			return invalid(op, "HighAvailability.Priority %d is negative", ha.Priority)
+		case ha.ResumeBehaviour != "" && !slices.Contains([]string{string(ovirtsdk.VMSTORAGEERRORRESUMEBEHAVIOUR_AUTO_RESUME),
+			string(ovirtsdk.VMSTORAGEERRORRESUMEBEHAVIOUR_LEAVE_PAUSED), string(ovirtsdk.VMSTORAGEERRORRESUMEBEHAVIOUR_KILL)}, ha.ResumeBehaviour):
+			return invalid(op, "HighAvailability.ResumeBehaviour %q is not one of auto_resume, leave_paused, kill", ha.ResumeBehaviour)
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range spec.CustomProperties {
+		switch {
+		case !customPropertyName.MatchString(p.Name):
+			return invalid(op, "CustomProperties[%d].Name %q is not a custom property name (letters, digits, '_')", i, p.Name)
+		case strings.Contains(p.Value, ";"):
+			return invalid(op, "CustomProperties[%d].Value of %q holds a ';' (the Engine's separator)", i, p.Name)
+		case seen[p.Name]:
+			return invalid(op, "CustomProperties[%d].Name %q is given twice", i, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return nil
+}
+
+// buildVM translates a VMSpec into the engine's VM; unset fields are left
+// out so the engine inherits them from the template. The auto pinning policy is a parameter of
+// the add request, not part of the VM (CreateVM).
+func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
+	if err := validateVMSpec(op, spec); err != nil {
+		return nil, err
+	}
+	perf := spec.Performance
 
 	b := ovirtsdk.NewVmBuilder().
 		Name(xmlText(spec.Name)).
@@ -621,22 +687,29 @@ func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
 	if spec.Type != "" {
 		b.Type(ovirtsdk.VmType(spec.Type))
 	}
-	if spec.Sockets > 0 || spec.Cores > 0 || spec.Threads > 0 {
-		// The engine maps each topology field only when it is present, so
-		// the others keep the template's values.
-		tb := ovirtsdk.NewCpuTopologyBuilder()
-		if spec.Sockets > 0 {
-			tb.Sockets(int64(spec.Sockets))
+	if spec.Sockets > 0 || spec.Cores > 0 || spec.Threads > 0 || perf.CPUMode != "" {
+		cb := ovirtsdk.NewCpuBuilder()
+		if spec.Sockets > 0 || spec.Cores > 0 || spec.Threads > 0 {
+			// The engine maps each topology field only when it is present, so
+			// the others keep the template's values.
+			tb := ovirtsdk.NewCpuTopologyBuilder()
+			if spec.Sockets > 0 {
+				tb.Sockets(int64(spec.Sockets))
+			}
+			if spec.Cores > 0 {
+				tb.Cores(int64(spec.Cores))
+			}
+			if spec.Threads > 0 {
+				tb.Threads(int64(spec.Threads))
+			}
+			cb.TopologyBuilder(tb)
 		}
-		if spec.Cores > 0 {
-			tb.Cores(int64(spec.Cores))
+		if perf.CPUMode != "" {
+			cb.Mode(ovirtsdk.CpuMode(perf.CPUMode))
 		}
-		if spec.Threads > 0 {
-			tb.Threads(int64(spec.Threads))
-		}
-		b.CpuBuilder(ovirtsdk.NewCpuBuilder().TopologyBuilder(tb))
+		b.CpuBuilder(cb)
 	}
-	if spec.MemoryBytes > 0 || spec.GuaranteedMemoryBytes > 0 {
+	if spec.MemoryBytes > 0 || spec.GuaranteedMemoryBytes > 0 || perf.Ballooning != nil {
 		mp := ovirtsdk.NewMemoryPolicyBuilder()
 		if spec.MemoryBytes > 0 {
 			b.Memory(spec.MemoryBytes)
@@ -647,7 +720,33 @@ func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
 		if spec.GuaranteedMemoryBytes > 0 {
 			mp.Guaranteed(spec.GuaranteedMemoryBytes)
 		}
+		if perf.Ballooning != nil {
+			mp.Ballooning(*perf.Ballooning)
+		}
 		b.MemoryPolicyBuilder(mp)
+	}
+	if perf.IOThreads > 0 {
+		b.IoBuilder(ovirtsdk.NewIoBuilder().Threads(int64(perf.IOThreads)))
+	}
+	if perf.MultiQueues != nil {
+		b.MultiQueuesEnabled(*perf.MultiQueues)
+	}
+	if ha := spec.HighAvailability; ha != nil {
+		hb := ovirtsdk.NewHighAvailabilityBuilder().Enabled(ha.Enabled)
+		if ha.Priority > 0 {
+			hb.Priority(int64(ha.Priority))
+		}
+		b.HighAvailabilityBuilder(hb)
+		if ha.LeaseStorageDomainID != "" {
+			b.LeaseBuilder(ovirtsdk.NewStorageDomainLeaseBuilder().
+				StorageDomainBuilder(ovirtsdk.NewStorageDomainBuilder().Id(ha.LeaseStorageDomainID)))
+		}
+		if ha.ResumeBehaviour != "" {
+			b.StorageErrorResumeBehaviour(ovirtsdk.VmStorageErrorResumeBehaviour(ha.ResumeBehaviour))
+		}
+	}
+	for _, p := range spec.CustomProperties {
+		b.CustomPropertiesBuilderOfAny(*ovirtsdk.NewCustomPropertyBuilder().Name(p.Name).Value(xmlText(p.Value)))
 	}
 	if spec.CustomScript != "" || spec.HostName != "" {
 		ib := ovirtsdk.NewInitializationBuilder()
@@ -662,36 +761,65 @@ func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
 	if spec.OSType != "" {
 		b.OsBuilder(ovirtsdk.NewOperatingSystemBuilder().Type(spec.OSType))
 	}
-	// Thin (non-cloned) disks are overlays on the template's images and must
-	// stay in its storage domain, hence the override only with Clone.
-	if spec.Clone && spec.StorageDomainID != "" {
-		for _, td := range spec.TemplateDisks {
-			if td.ID == "" {
-				return nil, invalid(op, "template disk without id")
-			}
-			format := ovirtsdk.DISKFORMAT_COW
-			if td.Format == string(ovirtsdk.DISKFORMAT_RAW) {
-				format = ovirtsdk.DISKFORMAT_RAW
-			}
-			sd, err := ovirtsdk.NewStorageDomainBuilder().Id(spec.StorageDomainID).Build()
-			if err != nil {
-				return nil, invalid(op, "storage domain: %v", err)
-			}
-			// raw+sparse is refused on block storage; raw is preallocated.
-			disk := ovirtsdk.NewDiskBuilder().Id(td.ID).Format(format).
-				Sparse(format == ovirtsdk.DISKFORMAT_COW).StorageDomainsOfAny(sd)
-			att, err := ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(disk).Build()
-			if err != nil {
-				return nil, invalid(op, "disk attachment: %v", err)
-			}
-			b.DiskAttachmentsOfAny(att)
-		}
+	if err := addDiskOverrides(op, b, spec); err != nil {
+		return nil, err
 	}
 	vm, err := b.Build()
 	if err != nil {
 		return nil, invalid(op, "building the VM: %v", err)
 	}
 	return vm, nil
+}
+
+// addDiskOverrides adds one disk_attachment per template disk of a cloned VM when the spec
+// overrides the disks' storage domain, format or allocation. Thin (non-cloned) disks are
+// overlays on the template's images: they stay in its storage domain, in its format, hence the
+// overrides only with Clone.
+//
+// Every override names its storage domain: StorageDomainID, else the template disk's own (the
+// first domain holding it, as the Engine lists them). The Engine's REST layer maps the override
+// onto the template disk (DiskMapper), so one without a domain would keep every domain holding a
+// copy and AddVmCommand.validateProvidedDestinations would clone to the first of them, checked
+// active; the Engine's own choice without any override (fillImagesMapBasedOnTemplate) is the
+// first *active* domain with a copy. Naming it makes the destination what CAPOV read, not an
+// accident of the Engine's version.
+func addDiskOverrides(op string, b *ovirtsdk.VmBuilder, spec ovirt.VMSpec) error {
+	if !spec.Clone || (spec.StorageDomainID == "" && spec.DiskFormat == "" && spec.DiskSparse == nil) {
+		return nil
+	}
+	for _, td := range spec.TemplateDisks {
+		if td.ID == "" {
+			return invalid(op, "template disk without id")
+		}
+		sdID := cmp.Or(spec.StorageDomainID, td.StorageDomainID)
+		if sdID == "" {
+			return invalid(op, "template disk %s has no storage domain and StorageDomainID is empty: a disk override must name one", td.ID)
+		}
+		format := ovirtsdk.DISKFORMAT_COW
+		if td.Format == string(ovirtsdk.DISKFORMAT_RAW) {
+			format = ovirtsdk.DISKFORMAT_RAW
+		}
+		if spec.DiskFormat != "" {
+			format = ovirtsdk.DiskFormat(spec.DiskFormat)
+		}
+		// By default cow is sparse and raw preallocated: raw+sparse is refused on block storage,
+		// cow preallocated everywhere.
+		sparse := format == ovirtsdk.DISKFORMAT_COW
+		if spec.DiskSparse != nil {
+			sparse = *spec.DiskSparse
+		}
+		sd, err := ovirtsdk.NewStorageDomainBuilder().Id(sdID).Build()
+		if err != nil {
+			return invalid(op, "storage domain: %v", err)
+		}
+		disk := ovirtsdk.NewDiskBuilder().Id(td.ID).Format(format).Sparse(sparse).StorageDomainsOfAny(sd)
+		att, err := ovirtsdk.NewDiskAttachmentBuilder().DiskBuilder(disk).Build()
+		if err != nil {
+			return invalid(op, "disk attachment: %v", err)
+		}
+		b.DiskAttachmentsOfAny(att)
+	}
+	return nil
 }
 
 // UpdateDisk implements ovirt.Client. It uses the disk attachment PUT,

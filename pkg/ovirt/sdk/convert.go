@@ -84,6 +84,15 @@ func toTemplate(t *ovirtsdk.Template) *ovirt.Template {
 	if atts, ok := t.DiskAttachments(); ok {
 		out.Disks = toDisks(atts)
 	}
+	if cpu, ok := t.Cpu(); ok {
+		if tp, ok := cpu.Topology(); ok {
+			s, _ := tp.Sockets()
+			c, _ := tp.Cores()
+			th, _ := tp.Threads()
+			out.Sockets, out.Cores, out.Threads = int(s), int(c), int(th)
+		}
+	}
+	out.MemoryBytes, _ = t.Memory()
 	return out
 }
 
@@ -131,6 +140,9 @@ func mergeDisk(d ovirt.Disk, disk *ovirtsdk.Disk) ovirt.Disk {
 	d.Status = ovirt.DiskStatus(status)
 	format, _ := disk.Format()
 	d.Format = string(format)
+	d.Sparse, _ = disk.Sparse()
+	d.Description, _ = disk.Description()
+	d.WipeAfterDelete, _ = disk.WipeAfterDelete()
 	if sds, ok := disk.StorageDomains(); ok {
 		for _, sd := range sds.Slice() {
 			if id, ok := sd.Id(); ok && id != "" && !slices.Contains(d.StorageDomainIDs, id) {
@@ -201,6 +213,35 @@ func toVM(v *ovirtsdk.Vm) *ovirt.VM {
 		out.ReportedDevices = appendDevices(out.ReportedDevices, devs)
 	}
 	return out
+}
+
+// toFollowedVM converts a VM read with vmFollow (GetVM, its shared search, ListVMs' pages): toVM,
+// and the tags that came inline.
+//
+// go-ovirt cannot tell an inline <tags/> from a <link rel="tags"> alone (the Engine's LinkFollower
+// keeps the link next to what it followed: both give an empty slice with an href), and a VM may
+// have no tag. The tags are known when some came inline, or when the disk attachments the same
+// follow asked for did (an Engine or a proxy honours or ignores follow as a whole; a VM made
+// from a template always has disks): the rule ListVMs' Complete rests on.
+func toFollowedVM(v *ovirtsdk.Vm) *ovirt.VM {
+	out := toVM(v)
+	if tags, ok := v.Tags(); ok {
+		out.TagIDs = tagIDs(tags)
+	}
+	out.TagsKnown = len(out.TagIDs) > 0 || len(out.Disks) > 0
+	return out
+}
+
+// tagIDs returns the ids of the tags, without duplicates, in a slice of their exact size (the
+// inventory keeps every VM of the Engine in memory): nil for none.
+func tagIDs(tags *ovirtsdk.TagSlice) []string {
+	var ids []string
+	for _, t := range tags.Slice() {
+		if id, ok := t.Id(); ok && id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return slices.Clip(ids)
 }
 
 // toNICs converts NICs and collects their reported devices into devs. A real engine returns

@@ -24,7 +24,7 @@ const vmListFollow = vmFollow + ",host"
 
 // ListVMs implements ovirt.Client with one engine call per page:
 //
-//	GET /vms?search=comment="*<text>*" sortby name asc page <n>&max=<size>&case_sensitive=true&follow=disk_attachments.disk,nics.reported_devices,host
+//	GET /vms?search=comment="*<text>*" sortby name asc page <n>&max=<size>&case_sensitive=true&follow=disk_attachments.disk,nics.reported_devices,tags,host
 //
 // The Engine pages its ordered result itself (ROW_NUMBER() BETWEEN (n-1)*max+1 AND n*max). With
 // case_sensitive the match is LIKE '%<text>%' with '_' and '%' escaped: exactly "contains", so
@@ -85,7 +85,7 @@ func toVMPage(resp *ovirtsdk.VmsServiceListResponse, text string) ovirt.VMPage {
 		return page
 	}
 	for _, v := range list.Slice() {
-		vm := toVM(v)
+		vm := toFollowedVM(v)
 		if !strings.Contains(vm.Comment, text) {
 			continue
 		}
@@ -94,7 +94,9 @@ func toVMPage(resp *ovirtsdk.VmsServiceListResponse, text string) ovirt.VMPage {
 	}
 	if !page.Complete {
 		for i := range page.VMs {
-			page.VMs[i].Disks, page.VMs[i].NICs, page.VMs[i].ReportedDevices = nil, nil, nil
+			vm := &page.VMs[i]
+			vm.Disks, vm.NICs, vm.ReportedDevices = nil, nil, nil
+			vm.TagIDs, vm.TagsKnown = nil, false
 		}
 	}
 	return page

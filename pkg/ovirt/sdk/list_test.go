@@ -159,7 +159,7 @@ func TestListVMsAsksTheEngineForOneCaseSensitivePage(t *testing.T) {
 		"search":         {`comment="*capov ovirtmachine=*" sortby name asc page 1`},
 		"max":            {"10"},
 		"case_sensitive": {"true"},
-		"follow":         {"disk_attachments.disk,nics.reported_devices,host"},
+		"follow":         {"disk_attachments.disk,nics.reported_devices,tags,host"},
 	}))
 
 	// An engine that ignores case_sensitive matches v-0 too (ILIKE): the client drops it.

@@ -24,7 +24,7 @@ const MaxVMReadBatch = 25
 // own. When the token comes, a batch of one VM is read as always (GET /vms/{id}), a larger one
 // with one search that names every VM by id:
 //
-//	GET /vms?search=id=<a> or id=<b> ...&max=<n>&follow=disk_attachments.disk,nics.reported_devices,host
+//	GET /vms?search=id=<a> or id=<b> ...&max=<n>&follow=disk_attachments.disk,nics.reported_devices,tags,host
 //
 // The Engine's VM search takes ID (VmConditionFieldAutoCompleter: vm_guid) and OR, and its
 // list answers carry what GET /vms/{id} carries (BackendVmsResource.mapCollection fills the
@@ -159,7 +159,7 @@ func readVMs(conn *ovirtsdk.Connection, ids []string) (map[string]*ovirt.VM, err
 		return out, nil
 	}
 	for _, v := range list.Slice() {
-		vm := toVM(v)
+		vm := toFollowedVM(v)
 		if i := slices.IndexFunc(ids, func(id string) bool { return strings.EqualFold(id, vm.ID) }); i >= 0 {
 			out[ids[i]] = vm
 		}

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	ovirtsdk "github.com/ovirt/go-ovirt"
@@ -140,4 +141,60 @@ func (c *client) UpdateTagDescription(ctx context.Context, id, description strin
 		return struct{}{}, err
 	})
 	return err
+}
+
+// AssignTag implements ovirt.Client with POST /vms/{id}/tags <tag id=""/>.
+//
+// What the Engine does (AbstractBackendAssignedTagsResource.add, AttachVmsToTagCommand, 4.4 and
+// 4.5 alike): it attaches the tag unless the VM has it already, and answers 201 with the tag
+// either way (an assigned tag is only logged, USER_ATTACH_TAG_TO_VM_EXISTS): assigning twice is
+// no error, with nothing to tolerate here. Neither the REST layer nor the command checks that
+// the VM or the tag exists: the insert then breaks a foreign key of tags_vm_map and the Engine
+// answers 400 "[Internal Engine Error]" (EngineError.ENGINE, no error type). So an answer that
+// is neither a success nor a 404 is followed by GET /tags/{id} and GET /vms/{id}: a 404 of
+// either makes the error ErrNotFound; otherwise the Engine's answer stands (the root tag, which
+// is not a database row, is such a 400).
+func (c *client) AssignTag(ctx context.Context, vmID, tagID string) error {
+	const op = "AssignTag"
+	switch {
+	case vmID == "":
+		return invalid(op, "VM id is empty")
+	case tagID == "":
+		return invalid(op, "tag id is empty")
+	}
+	tag, err := ovirtsdk.NewTagBuilder().Id(tagID).Build()
+	if err != nil {
+		return invalid(op, "building the tag: %v", err)
+	}
+	_, err = invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).TagsService().Add().Tag(tag).Send()
+		return struct{}{}, err
+	})
+	var e *ovirt.Error
+	if err == nil || errors.Is(err, ovirt.ErrNotFound) || !errors.As(err, &e) || (e.Status != 400 && e.Status != 500) {
+		return err
+	}
+	if what := c.missingForAssign(ctx, vmID, tagID); what != "" {
+		out := *e
+		out.Detail = fmt.Sprintf("%s (the Engine answered: %s)", what, e.Detail)
+		out.Kinds = []error{ovirt.ErrNotFound}
+		return &out
+	}
+	return err
+}
+
+// missingForAssign says which of the VM and the tag does not exist ("" when both do, or when
+// asking failed: the caller keeps the Engine's own answer then).
+func (c *client) missingForAssign(ctx context.Context, vmID, tagID string) string {
+	if _, err := c.GetTag(ctx, tagID); errors.Is(err, ovirt.ErrNotFound) {
+		return fmt.Sprintf("tag %s does not exist", tagID)
+	}
+	_, err := invoke(ctx, c.s, "GetVM", func(conn *ovirtsdk.Connection) (struct{}, error) {
+		_, err := conn.SystemService().VmsService().VmService(vmID).Get().Send()
+		return struct{}{}, err
+	})
+	if errors.Is(err, ovirt.ErrNotFound) {
+		return fmt.Sprintf("VM %s does not exist", vmID)
+	}
+	return ""
 }

@@ -138,8 +138,8 @@ func TestFindTagReadsTheEngineEveryTime(t *testing.T) {
 	g.Expect(sim.RequestCount("GET", "/tags/{id}")).To(Equal(3))
 }
 
-// TestAFencedTagWriteSendsNothing: with the fence closed, neither tag write reaches the Engine;
-// the reads still do.
+// TestAFencedTagWriteSendsNothing: with the fence closed, no tag write (nor AddDisk) reaches the
+// Engine; the reads still do.
 func TestAFencedTagWriteSendsNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -156,6 +156,9 @@ func TestAFencedTagWriteSendsNothing(t *testing.T) {
 	_, err = fenced.CreateTag(ctx, "capov-hb-00000000000000cc", "writer=b")
 	g.Expect(err).To(MatchError(ovirt.ErrFenced))
 	g.Expect(fenced.UpdateTagDescription(ctx, existing.ID, "writer=b")).To(MatchError(ovirt.ErrFenced))
+	g.Expect(fenced.AssignTag(ctx, "00000000-0000-0000-0000-0000000000aa", existing.ID)).To(MatchError(ovirt.ErrFenced))
+	_, err = fenced.AddDisk(ctx, "00000000-0000-0000-0000-0000000000aa", ovirt.DiskSpec{Alias: "d", SizeBytes: gib, StorageDomainID: "sd"})
+	g.Expect(err).To(MatchError(ovirt.ErrFenced))
 	got, err := fenced.GetTag(ctx, existing.ID)
 	g.Expect(err).NotTo(HaveOccurred(), "reads are not fenced")
 	g.Expect(got.Description).To(Equal("writer=a seq=1"))
@@ -175,6 +178,13 @@ func TestAFencedTagWriteSendsNothing(t *testing.T) {
 	for _, write := range []func(ovirt.Client) error{
 		func(c ovirt.Client) error { _, err := c.CreateTag(ctx, "capov-hb-00000000000000dd", "x"); return err },
 		func(c ovirt.Client) error { return c.UpdateTagDescription(ctx, existing.ID, "x") },
+		func(c ovirt.Client) error {
+			return c.AssignTag(ctx, "00000000-0000-0000-0000-0000000000aa", existing.ID)
+		},
+		func(c ovirt.Client) error {
+			_, err := c.AddDisk(ctx, "00000000-0000-0000-0000-0000000000aa", ovirt.DiskSpec{Alias: "d", SizeBytes: gib, StorageDomainID: "sd"})
+			return err
+		},
 	} {
 		var checks atomic.Int32
 		closing, err := ovirt.FencedFactory(e.f, func() error {
@@ -189,4 +199,7 @@ func TestAFencedTagWriteSendsNothing(t *testing.T) {
 	}
 	g.Expect(sim.RequestCount("POST", "/tags")).To(BeZero())
 	g.Expect(sim.RequestCount("PUT", "/tags/{id}")).To(BeZero())
+	for k := range sim.Requests() {
+		g.Expect(k.Method).To(Equal("GET"), "no write reached the Engine (%v)", k)
+	}
 }

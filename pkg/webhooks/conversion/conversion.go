@@ -78,15 +78,23 @@ func ConvertOVirtMachineSpokeToHub(_ context.Context, src *infrav1beta1.OVirtMac
 		dst.Status.FailureDomain = restored.Status.FailureDomain
 		dst.Status.Host = restored.Status.Host
 		dst.Status.AffinityGroups = restored.Status.AffinityGroups
+		dst.Status.DataDisks = restored.Status.DataDisks
 	}
 	return nil
 }
 
 // restoreVMSpec copies the fields of the VM spec that v1beta1 has no place for (antiAffinity,
-// affinityGroups, the NICs' addressing) from the hub object of the conversion-data annotation into dst.
+// affinityGroups, the VM contents, the NICs' addressing) from the hub object of the
+// conversion-data annotation into dst.
 func restoreVMSpec(dst, restored *infrav1.OVirtVMSpec) {
 	dst.AntiAffinity = restored.AntiAffinity
 	dst.AffinityGroups = restored.AffinityGroups
+	dst.OSDisk = restored.OSDisk
+	dst.DataDisks = restored.DataDisks
+	dst.Tags = restored.Tags
+	dst.CustomProperties = restored.CustomProperties
+	dst.HighAvailability = restored.HighAvailability
+	dst.Performance = restored.Performance
 	// The NICs' addressing, when the v1beta1 object still has the same NICs (a v1beta1 client
 	// that changed the NICs meant the ones it wrote).
 	if len(dst.NICs) != len(restored.NICs) {
@@ -129,6 +137,7 @@ func ConvertOVirtClusterSpokeToHub(_ context.Context, src *infrav1beta1.OVirtClu
 		dst.Spec.FailureDomains = restored.Spec.FailureDomains
 		dst.Spec.ControlPlaneAntiAffinity = restored.Spec.ControlPlaneAntiAffinity
 		dst.Spec.ControlPlaneEndpointFromPool = restored.Spec.ControlPlaneEndpointFromPool
+		dst.Spec.Tags = restored.Spec.Tags
 		dst.Status.FailureDomains = restored.Status.FailureDomains
 		dst.Status.AffinityGroups = restored.Status.AffinityGroups
 	}
@@ -170,7 +179,8 @@ func ConvertOVirtMachineTemplateHubToSpoke(_ context.Context, src *infrav1.OVirt
 
 // ConvertOVirtProviderSpokeToHub converts a v1beta1 OVirtProvider to v1beta2, restoring
 // spec.allowedNamespaces, spec.orphanedVMs, spec.orphanedVMsGracePeriod and
-// spec.allowedAffinityGroups from the conversion-data annotation (and dropping it).
+// spec.allowedAffinityGroups and spec.createMissingTags from the conversion-data annotation (and
+// dropping it).
 func ConvertOVirtProviderSpokeToHub(_ context.Context, src *infrav1beta1.OVirtProvider, dst *infrav1.OVirtProvider) error {
 	if err := infrav1beta1.Convert_v1beta1_OVirtProvider_To_v1beta2_OVirtProvider(src, dst, nil); err != nil {
 		return fmt.Errorf("converting OVirtProvider %s to v1beta2: %w", src.Name, err)
@@ -187,13 +197,14 @@ func ConvertOVirtProviderSpokeToHub(_ context.Context, src *infrav1beta1.OVirtPr
 		dst.Spec.OrphanedVMs = restored.Spec.OrphanedVMs
 		dst.Spec.OrphanedVMsGracePeriod = restored.Spec.OrphanedVMsGracePeriod
 		dst.Spec.AllowedAffinityGroups = restored.Spec.AllowedAffinityGroups
+		dst.Spec.CreateMissingTags = restored.Spec.CreateMissingTags
 	}
 	return nil
 }
 
 // ConvertOVirtProviderHubToSpoke converts a v1beta2 OVirtProvider to v1beta1. When
 // spec.allowedNamespaces, spec.orphanedVMs, spec.orphanedVMsGracePeriod or
-// spec.allowedAffinityGroups is set, a hub object
+// spec.allowedAffinityGroups or spec.createMissingTags is set, a hub object
 // holding only those fields goes into the conversion-data annotation; the rest of the spec
 // (password, CA bundles) never does.
 func ConvertOVirtProviderHubToSpoke(_ context.Context, src *infrav1.OVirtProvider, dst *infrav1beta1.OVirtProvider) error {
@@ -203,7 +214,8 @@ func ConvertOVirtProviderHubToSpoke(_ context.Context, src *infrav1.OVirtProvide
 	// status.inventory is not carried: only the manager writes the status, in v1beta2, and it
 	// rewrites it at every inventory; a v1beta1 view of a provider without v1beta2-only spec
 	// fields stays without the annotation.
-	if src.Spec.AllowedNamespaces == nil && src.Spec.OrphanedVMs == "" && src.Spec.OrphanedVMsGracePeriod == nil && len(src.Spec.AllowedAffinityGroups) == 0 {
+	if src.Spec.AllowedNamespaces == nil && src.Spec.OrphanedVMs == "" && src.Spec.OrphanedVMsGracePeriod == nil && len(src.Spec.AllowedAffinityGroups) == 0 &&
+		src.Spec.CreateMissingTags == nil {
 		return nil
 	}
 	only := &infrav1.OVirtProvider{Spec: infrav1.OVirtProviderSpec{
@@ -211,6 +223,7 @@ func ConvertOVirtProviderHubToSpoke(_ context.Context, src *infrav1.OVirtProvide
 		OrphanedVMs:            src.Spec.OrphanedVMs,
 		OrphanedVMsGracePeriod: src.Spec.OrphanedVMsGracePeriod.DeepCopy(),
 		AllowedAffinityGroups:  slices.Clone(src.Spec.AllowedAffinityGroups),
+		CreateMissingTags:      src.Spec.CreateMissingTags,
 	}}
 	return marshalHub(only, dst)
 }

@@ -503,3 +503,116 @@ func TestV1Beta1ChangesWinOverTheAnnotation(t *testing.T) {
 		t.Errorf("the v1beta2-only fields were lost: %+v %+v", back.Spec, back.Status)
 	}
 }
+
+// vmContents is a VM spec with every field of the VM contents set.
+func vmContents() infrav1.OVirtVMSpec {
+	return infrav1.OVirtVMSpec{
+		Provider: "ovirt-prod", OVirtCluster: "Default", Template: "rhcos-4.14",
+		OSDisk: &infrav1.OSDisk{Format: infrav1.DiskFormatRaw, Preallocated: ptr(true)},
+		DataDisks: []infrav1.DataDisk{{Name: "etcd", SizeGB: 20, StorageDomain: "fast", Interface: infrav1.DiskInterfaceVirtio,
+			Format: infrav1.DiskFormatRaw, Preallocated: true, WipeAfterDelete: ptr(true)}},
+		Tags:             []string{"backup-daily", "team-a"},
+		CustomProperties: []infrav1.CustomProperty{{Name: "viodiskcache", Value: "writeback"}},
+		HighAvailability: &infrav1.HighAvailability{Enabled: true, Priority: 50, LeaseStorageDomain: "fast",
+			ResumeBehaviour: infrav1.ResumeBehaviourKill},
+		Performance: &infrav1.Performance{CPUMode: infrav1.CPUModeHostPassthrough, AutoPinning: infrav1.AutoPinningAdjust,
+			HugePagesKiB: infrav1.HugePages1Gi, IOThreads: 2, MultiQueues: ptr(true), Ballooning: ptr(false)},
+	}
+}
+
+// TestVMContentsRoundTripThroughV1Beta1: every field of the VM contents (v1beta2 only) survives
+// a read and write by a v1beta1 client, and the v1beta1 view does not show it.
+func TestVMContentsRoundTripThroughV1Beta1(t *testing.T) {
+	ctx := context.Background()
+	inAnnotation := []string{`"osDisk":{"format":"raw","preallocated":true}`, `"dataDisks":[{"name":"etcd"`, `"tags":["backup-daily","team-a"]`,
+		`"customProperties":[{"name":"viodiskcache","value":"writeback"}]`, `"highAvailability":{"enabled":true,"priority":50`,
+		`"performance":{"cpuMode":"HostPassthrough"`}
+	check := func(t *testing.T, spoke any, annotations map[string]string, want []string) {
+		t.Helper()
+		b, err := json.Marshal(spoke)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view := map[string]any{}
+		if err := json.Unmarshal(b, &view); err != nil {
+			t.Fatal(err)
+		}
+		delete(view, "metadata")
+		b, _ = json.Marshal(view)
+		for _, key := range []string{`"osDisk"`, `"dataDisks"`, `"tags"`, `"customProperties"`, `"highAvailability"`, `"performance"`, `"createMissingTags"`} {
+			if strings.Contains(string(b), key) {
+				t.Errorf("the v1beta1 view shows %s: %s", key, b)
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(annotations[DataAnnotation], w) {
+				t.Errorf("the conversion-data annotation lacks %s: %s", w, annotations[DataAnnotation])
+			}
+		}
+	}
+	t.Run("OVirtMachine", func(t *testing.T) {
+		m := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
+			Spec:   infrav1.OVirtMachineSpec{OVirtVMSpec: vmContents()},
+			Status: infrav1.OVirtMachineStatus{DataDisks: []infrav1.DataDiskStatus{{Name: "etcd", ID: "d-1"}}}}
+		spoke := &infrav1beta1.OVirtMachine{}
+		if err := ConvertOVirtMachineHubToSpoke(ctx, m.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		check(t, spoke, spoke.Annotations, append(inAnnotation, `"dataDisks":[{"name":"etcd","id":"d-1"}]`))
+		back := &infrav1.OVirtMachine{}
+		if err := ConvertOVirtMachineSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(m, back) {
+			t.Errorf("OVirtMachine did not round-trip:\nwant %+v %+v\ngot  %+v %+v", m.Spec, m.Status, back.Spec, back.Status)
+		}
+	})
+	t.Run("OVirtMachineTemplate", func(t *testing.T) {
+		tpl := &infrav1.OVirtMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t"}}
+		tpl.Spec.Template.Spec = vmContents()
+		spoke := &infrav1beta1.OVirtMachineTemplate{}
+		if err := ConvertOVirtMachineTemplateHubToSpoke(ctx, tpl.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		check(t, spoke, spoke.Annotations, inAnnotation)
+		back := &infrav1.OVirtMachineTemplate{}
+		if err := ConvertOVirtMachineTemplateSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(tpl, back) {
+			t.Errorf("OVirtMachineTemplate did not round-trip:\nwant %+v\ngot  %+v", tpl.Spec, back.Spec)
+		}
+	})
+	t.Run("OVirtCluster", func(t *testing.T) {
+		c := &infrav1.OVirtCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+			Spec: infrav1.OVirtClusterSpec{Tags: []string{"prod"}}}
+		spoke := &infrav1beta1.OVirtCluster{}
+		if err := ConvertOVirtClusterHubToSpoke(ctx, c.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		check(t, spoke, spoke.Annotations, []string{`"tags":["prod"]`})
+		back := &infrav1.OVirtCluster{}
+		if err := ConvertOVirtClusterSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(c, back) {
+			t.Errorf("OVirtCluster did not round-trip:\nwant %+v\ngot  %+v", c.Spec, back.Spec)
+		}
+	})
+	t.Run("OVirtProvider", func(t *testing.T) {
+		p := &infrav1.OVirtProvider{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+			Spec: infrav1.OVirtProviderSpec{CreateMissingTags: ptr(true)}}
+		spoke := &infrav1beta1.OVirtProvider{}
+		if err := ConvertOVirtProviderHubToSpoke(ctx, p.DeepCopy(), spoke); err != nil {
+			t.Fatal(err)
+		}
+		check(t, spoke, spoke.Annotations, []string{`"createMissingTags":true`})
+		back := &infrav1.OVirtProvider{}
+		if err := ConvertOVirtProviderSpokeToHub(ctx, spoke, back); err != nil {
+			t.Fatal(err)
+		}
+		if !(back.Spec.CreateMissingTags != nil && *back.Spec.CreateMissingTags) {
+			t.Errorf("spec.createMissingTags did not round-trip: %+v", back.Spec)
+		}
+	})
+}
