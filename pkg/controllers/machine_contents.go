@@ -111,6 +111,18 @@ func ownDataDisks(disks []ovirt.Disk, vmID string, key []byte) map[string]string
 	return own
 }
 
+// dataDiskClaims returns the disks whose description carries a data-disk marker for this VM,
+// proven or not, by the name they claim.
+func dataDiskClaims(disks []ovirt.Disk, vmID string) map[string][]string {
+	claims := map[string][]string{}
+	for _, d := range disks {
+		if m, ok := parseDataDiskMarker(d.Description); ok && m.vmID == vmID {
+			claims[m.name] = append(claims[m.name], d.ID)
+		}
+	}
+	return claims
+}
+
 // recordDataDisk records a data disk in status.dataDisks (name -> id).
 func recordDataDisk(om *infrav1.OVirtMachine, name, id string) {
 	for i := range om.Status.DataDisks {
@@ -160,10 +172,27 @@ func (r *OVirtMachineReconciler) reconcileDataDisks(ctx context.Context, s *mach
 	resized := func(reason string, severity clusterv1.ConditionSeverity, format string, args ...any) {
 		v1beta1conditions.MarkFalse(om, infrav1.MachineDiskResizedCondition, reason, severity, format, args...)
 	}
+	claims := dataDiskClaims(vm.Disks, vm.ID)
 	var created, missing []string
 	for _, dd := range om.Spec.DataDisks {
 		if _, ok := present[dd.Name]; ok {
 			continue
+		}
+		if ids := claims[dd.Name]; len(ids) > 0 {
+			// A disk says it is this data disk without proving it (a copied or edited
+			// description, or two disks claiming one name): another disk of that name would
+			// only add to the confusion, and none of them is removed with the VM.
+			msg := fmt.Sprintf("data disk %s of spec.dataDisks is claimed by disk(s) %s of VM %s whose ownership marker does not prove it (a copied or edited description, or two disks claiming one name): "+
+				"CAPOV neither creates another nor removes them with the VM; detach the disk(s) that are not this VM's own", dd.Name, strings.Join(ids, ", "), vm.ID)
+			if vm.Status != ovirt.VMStatusDown {
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDataDiskMissing, "CheckDataDisks", "%s", msg)
+				continue
+			}
+			if v1beta1conditions.GetReason(om, infrav1.MachineDiskResizedCondition) != infrav1.DataDiskCreateFailedReason {
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventDataDiskFailed, "CreateDataDisk", "%s", msg)
+			}
+			resized(infrav1.DataDiskCreateFailedReason, clusterv1.ConditionSeverityWarning, "%s", msg)
+			return stop(r.retryLater(), nil)
 		}
 		if vm.Status != ovirt.VMStatusDown {
 			// Data disks are created before the first start only: a running VM without one

@@ -199,6 +199,12 @@ func validatePerformance(spec *infrav1.OVirtVMSpec, path *field.Path) field.Erro
 	if perf.AutoPinning != "" && !contains(autoPinnings, string(perf.AutoPinning)) {
 		errs = append(errs, field.NotSupported(path.Child("autoPinning"), perf.AutoPinning, autoPinnings))
 	}
+	if perf.AutoPinning != "" && spec.CPU != nil {
+		// BackendVmsResource.addAutoPinningPolicy: 409 "CPU_UPDATE_NOT_PERMITTED" for a policy
+		// together with a topology, the policy sets it.
+		errs = append(errs, field.Invalid(path.Child("autoPinning"), perf.AutoPinning,
+			"oVirt sets the CPU topology itself with an auto-pinning policy and refuses one given with it: remove spec.cpu (the VM starts from the template's topology), or remove autoPinning"))
+	}
 	if perf.IOThreads < 0 || perf.IOThreads > 64 {
 		errs = append(errs, field.Invalid(path.Child("ioThreads"), perf.IOThreads, "must be between 0 and 64; omit it to keep the template's"))
 	}

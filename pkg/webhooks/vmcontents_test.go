@@ -84,6 +84,10 @@ func TestVMContentsAdmission(t *testing.T) {
 		{"a hugepage size oVirt does not offer", base(func(s *infrav1.OVirtVMSpec) {
 			s.Performance = &infrav1.Performance{HugePagesKiB: 4}
 		}), "spec.performance.hugePagesKiB", "2048"},
+		{"auto pinning with a CPU topology", base(func(s *infrav1.OVirtVMSpec) {
+			s.CPU = &infrav1.CPU{Sockets: 1, Cores: 4, Threads: 1}
+			s.Performance = &infrav1.Performance{AutoPinning: infrav1.AutoPinningAdjust}
+		}), "spec.performance.autoPinning", "remove spec.cpu"},
 		{"a full high-performance profile", base(func(s *infrav1.OVirtVMSpec) {
 			s.VMType = infrav1.VMTypeHighPerformance
 			s.Memory = &infrav1.Memory{SizeMB: 8192}

@@ -210,6 +210,29 @@ func TestInventory(t *testing.T) {
 		g.Expect(obs.count(stopped, "GET", "/vms/{id}", vm.ID)).To(BeZero(), "the listing was enough: the VM is still up")
 	})
 
+	t.Run("a tag removed by hand is put back from the listing, with no read of the VM", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		_, err := ovirtClient(t).CreateTag(ctx, "inventory-backup", "")
+		if err != nil {
+			g.Expect(err).To(MatchError(ovirt.ErrConflict))
+		}
+		spec := inventoryVMSpec()
+		spec.Tags = []string{"inventory-backup"}
+		_, om := tc.newMachine(t, spec, ignitionConfig)
+		registerNode(t, om)
+		eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionTrue})
+		vm := eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Tags).To(ConsistOf("inventory-backup")) })
+		obs.waitInventories(t, 2)
+		removed := time.Now()
+		g.Expect(sim.UntagVM(vm.ID, "inventory-backup")).To(Succeed())
+		eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Tags).To(ConsistOf("inventory-backup")) })
+		g.Expect(time.Since(removed)).To(BeNumerically("<", 2*inventoryInterval+5*time.Second), "within one interval (and the machine's reconcile)")
+		g.Expect(obs.count(removed, "GET", "/vms/{id}", vm.ID)).To(BeZero(), "the listing showed the tag missing: no read of its own")
+		g.Expect(obs.count(removed, "POST", "/vms/{id}/tags", vm.ID)).To(Equal(1), "one assignment")
+		eventuallyEvent(t, om, "TagsAssigned")
+	})
+
 	t.Run("a VM missing from two inventories is confirmed by one read before it counts as gone", func(t *testing.T) {
 		g := NewWithT(t)
 		om, vm := readyInventoryMachine(t, tc)

@@ -245,7 +245,7 @@ func TestTemplateCapacityForAutoscalingFromZero(t *testing.T) {
 }
 
 // TestTemplateCapacityInheritsFromTheOVirtTemplate: a spec that inherits its CPU and memory gets
-// the oVirt template's in status.capacity (rhcos-4.14: 1 socket x 4 cores, 8 GiB), and
+// the oVirt template's in status.capacity (the suite's rhcos-4.14: 1 socket x 2 cores, 4 GiB), and
 // hugepage-backed memory is published as hugepages of that size.
 func TestTemplateCapacityInheritsFromTheOVirtTemplate(t *testing.T) {
 	g := NewWithT(t)
@@ -262,8 +262,8 @@ func TestTemplateCapacityInheritsFromTheOVirtTemplate(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := &infrav1.OVirtMachineTemplate{}
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tpl), got)).To(Succeed())
-		g.Expect(got.Status.Capacity.Cpu().Value()).To(BeEquivalentTo(4))
-		g.Expect(got.Status.Capacity.Memory().Value()).To(BeEquivalentTo(8192 << 20))
+		g.Expect(got.Status.Capacity.Cpu().Value()).To(BeEquivalentTo(2))
+		g.Expect(got.Status.Capacity.Memory().Value()).To(BeEquivalentTo(4096 << 20))
 	}, timeout, interval).Should(Succeed())
 
 	huge := vmSpec()

@@ -123,6 +123,8 @@ func newSimulator() (*ovirtsim.Simulator, error) {
 		WithStorageDomain(ovirtsim.StorageDomain{Name: "data", FreeGB: 10000}).
 		WithStorageDomain(ovirtsim.StorageDomain{Name: "fast", FreeGB: 5000}).
 		WithStorageDomain(ovirtsim.StorageDomain{Name: "offline", FreeGB: 5000, Status: "maintenance"}).
+		// Block storage: the Engine refuses raw thin disks there.
+		WithStorageDomain(ovirtsim.StorageDomain{Name: "san", FreeGB: 5000, StorageType: "iscsi"}).
 		WithTemplate(ovirtsim.Template{Name: "rhcos-4.14", Cluster: "Default", OSType: "rhcos_x64", Sockets: 1, Cores: 2, Threads: 1, MemoryMB: 4096,
 			Disks: []ovirtsim.TemplateDisk{{Alias: "rhcos-4.14_Disk1", SizeGB: 16, Format: "cow", StorageDomain: "data", Bootable: true}}}).
 		WithTemplate(ovirtsim.Template{Name: "ubuntu-22.04", Cluster: "Default", OSType: "other_linux", Sockets: 1, Cores: 1, Threads: 1, MemoryMB: 2048,

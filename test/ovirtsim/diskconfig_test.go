@@ -366,7 +366,7 @@ func TestNewVMDiskRefusals(t *testing.T) {
 func TestDiskAddedToARunningVMIsHotPluggedWhenItsImageIsMade(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 1500 * time.Millisecond}) })
+	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 3 * time.Second}) })
 	conn := connect(t, sim)
 	id := createVM(t, conn, "running", true)
 	_, err := conn.SystemService().VmsService().VmService(id).Start().Send()
@@ -389,7 +389,7 @@ func TestDiskAddedToARunningVMIsHotPluggedWhenItsImageIsMade(t *testing.T) {
 		return r.MustAttachment().MustActive()
 	}
 	g.Expect(active(hot.MustId())).To(BeFalse(), "still locked")
-	g.Eventually(func() bool { return active(hot.MustId()) }, 5*time.Second, 100*time.Millisecond).Should(BeTrue(),
+	g.Eventually(func() bool { return active(hot.MustId()) }, 10*time.Second, 100*time.Millisecond).Should(BeTrue(),
 		"hot-plugged once made (plugDiskToVmIfNeeded: active true, VM up)")
 	g.Expect(active(cold.MustId())).To(BeFalse(), "without active=true it stays unplugged")
 
@@ -398,7 +398,7 @@ func TestDiskAddedToARunningVMIsHotPluggedWhenItsImageIsMade(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = conn.SystemService().VmsService().VmService(id).Stop().Send()
 	g.Expect(err).NotTo(HaveOccurred())
-	time.Sleep(2 * time.Second)
+	time.Sleep(3500 * time.Millisecond)
 	g.Expect(active(late.MustId())).To(BeFalse())
 	st, _ := sim.VM(id)
 	g.Expect(st.Disks[1]).To(And(HaveField("Alias", "hot"), HaveField("Active", true)))

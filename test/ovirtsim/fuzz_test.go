@@ -2,6 +2,7 @@ package ovirtsim_test
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/capov/capov/test/ovirtsim"
@@ -43,7 +44,11 @@ func FuzzVMBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string, target int) {
 		tg := targets[uint(target)%uint(len(targets))]
 		rec := p.do(tg.method, tg.path, body)
-		if rec.Code >= 500 {
+		// The Engine itself answers 500 to a few bodies (a ';' in a custom property fails the
+		// command's creation on 4.5, a vcpu_pin without vcpu is a NullPointerException in its
+		// mapper), and the simulator does as it does; a failure of the simulator's own says
+		// "simulator error".
+		if rec.Code >= 500 && (strings.Contains(rec.Body.String(), "simulator error") || !strings.Contains(rec.Body.String(), "<fault>")) {
 			t.Fatalf("%s %s %q: %d %s", tg.method, tg.path, body, rec.Code, rec.Body)
 		}
 	})

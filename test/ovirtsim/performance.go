@@ -169,22 +169,31 @@ func perfSpecOf(v *ovirtsdk.Vm, raw []byte) (perfSpec, *apiError) {
 	}
 	var px pinningPolicyXML
 	if xml.Unmarshal(raw, &px) == nil {
+		// Checked by perfPre: only the 4.5 model has them (4.4's reader skips them).
 		if px.AutoPinningPolicy != nil {
-			p := strings.TrimSpace(*px.AutoPinningPolicy)
-			if !slices.Contains(autoPinPolicies, p) {
-				return sp, invalidEnum(p, "AutoPinningPolicy", autoPinPolicies)
-			}
-			sp.bodyAutoPin = p
+			sp.bodyAutoPin = strings.TrimSpace(*px.AutoPinningPolicy)
 		}
 		if px.CPUPinningPolicy != nil {
-			p := strings.TrimSpace(*px.CPUPinningPolicy)
-			if !slices.Contains(cpuPinPolicies, p) {
-				return sp, invalidEnum(p, "CpuPinningPolicy", cpuPinPolicies)
-			}
-			sp.bodyPolicy = p
+			sp.bodyPolicy = strings.TrimSpace(*px.CPUPinningPolicy)
 		}
 	}
 	return sp, nil
+}
+
+// checkBodyPolicies is the 4.5 XML reader's enum check of <auto_pinning_policy> and
+// <cpu_pinning_policy>; a 4.4 engine does not know them and ignores them.
+func (sp *perfSpec) checkBodyPolicies(v engineVersion) *apiError {
+	if v.minor <= 4 {
+		sp.bodyAutoPin, sp.bodyPolicy = "", ""
+		return nil
+	}
+	if sp.bodyAutoPin != "" && !slices.Contains(autoPinPolicies, sp.bodyAutoPin) {
+		return invalidEnum(sp.bodyAutoPin, "AutoPinningPolicy", autoPinPolicies)
+	}
+	if sp.bodyPolicy != "" && !slices.Contains(cpuPinPolicies, sp.bodyPolicy) {
+		return invalidEnum(sp.bodyPolicy, "CpuPinningPolicy", cpuPinPolicies)
+	}
+	return nil
 }
 
 // cpuTuneString is VmBaseMapper.cpuTuneToString: "vcpu#cpuset" joined by '_' (a missing cpu
@@ -591,6 +600,9 @@ func (s *Simulator) addVMExtras(rq *apiReq, vms ...*vm) {
 // parameter; the command's init removes mdev_type (4.5) and validateInputs checks the io
 // threads. The results are kept in sp.
 func (inv *inventory) perfPre(sp *perfSpec, add bool, action string) *apiError {
+	if aerr := sp.checkBodyPolicies(inv.version); aerr != nil {
+		return aerr
+	}
 	if sp.placement {
 		ids, aerr := inv.resolveHosts(sp)
 		if aerr != nil {

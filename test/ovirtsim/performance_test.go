@@ -198,6 +198,25 @@ func TestAutoPinningPolicyPerVersion(t *testing.T) {
 	_, err = add(conn, "bogus", ovirtsdk.AutoPinningPolicy("bogus"), nil)
 	g.Expect(err).To(MatchError(ContainSubstring(`Fault detail is "Invalid value"`)))
 
+	// The 4.5 model's body fields (go-ovirt cannot write them): they win over the parameter.
+	post := func(name, extra, query string) (int, string) {
+		req, err := newAuthedRequest(sim, "POST", "/vms"+query, `<vm><name>`+name+`</name><cluster><name>Default</name></cluster>`+
+			`<template><name>rhcos-4.14</name></template><cpu><topology><sockets>2</sockets></topology></cpu>`+extra+`</vm>`)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := httpsClient(sim).Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, readAll(resp)
+	}
+	code, body := post("dedicated", `<cpu_pinning_policy>dedicated</cpu_pinning_policy>`, "?auto_pinning_policy=adjust")
+	g.Expect(code).To(Equal(202), body)
+	g.Expect(body).To(ContainSubstring("<cpu_pinning_policy>dedicated</cpu_pinning_policy>"))
+	code, body = post("manual", `<cpu_pinning_policy>manual</cpu_pinning_policy>`, "")
+	g.Expect(code).To(Equal(400))
+	g.Expect(body).To(ContainSubstring("[Cannot add VM. The CPU Pinning policy is set to 'Manual' but no cpu pinning string is provided.]"))
+	code, body = post("odd", `<auto_pinning_policy>sometimes</auto_pinning_policy>`, "")
+	g.Expect(code).To(Equal(400))
+	g.Expect(body).To(ContainSubstring("<reason>Invalid value</reason>"))
+
 	// 4.4: a parameter of the command only; adjust needs a dedicated host, existing is refused.
 	sim44 := startSim(t, func(b *ovirtsim.Builder) { b.WithVersion("4.4.10") })
 	conn44 := connect(t, sim44)
