@@ -68,6 +68,8 @@ type Scenario struct {
 	SkipDelete bool
 	// ManagerArgs are extra manager flags.
 	ManagerArgs []string
+	// Contents is the VM-contents option (ContentOptions) every machine of the scenario has; "" none.
+	Contents string `json:",omitempty"`
 }
 
 // clusters is the number of Clusters the machines are spread over.
@@ -191,13 +193,20 @@ const (
 	benchSecret   = "bench-credentials"
 )
 
+// benchProviderObject is the scenarios' OVirtProvider: it creates the tags the tags option names.
+func benchProviderObject(url string, ca []byte) *infrav1.OVirtProvider {
+	p := harness.Provider(benchProvider, url, benchSecret, ca)
+	p.Spec.CreateMissingTags = ptr.To(true)
+	return p
+}
+
 // Setup creates the namespace, credentials and provider the scenarios use.
 func (r *Runner) Setup(ctx context.Context) error {
 	c := r.Stack.MgmtClient()
 	for _, obj := range []client.Object{
 		harness.Namespace("capov-system"),
 		harness.CredentialsSecret("capov-system", benchSecret, r.Stack.SimUsername, r.Stack.SimPassword),
-		harness.Provider(benchProvider, r.Stack.SimURL, benchSecret, r.Stack.SimCAPEM),
+		benchProviderObject(r.Stack.SimURL, r.Stack.SimCAPEM),
 	} {
 		if err := c.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating %T: %w", obj, err)
@@ -276,7 +285,12 @@ func (r *Runner) Run(ctx context.Context, sc Scenario, lastOfRun bool) (_ *Resul
 	for i := range items {
 		items[i] = machineItem{cluster: clusters[i/perCluster], name: fmt.Sprintf("%s-%04d", sc.Name, i)}
 	}
-	created, err := r.createMachines(ctx, items, benchVMSpec(sc.Clone))
+	spec := benchVMSpec(sc.Clone)
+	applyContents(&spec, sc.Contents)
+	if err := prepareContents(sim, sc.Contents); err != nil {
+		return nil, err
+	}
+	created, err := r.createMachines(ctx, items, spec)
 	if err != nil {
 		return nil, err
 	}

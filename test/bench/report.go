@@ -229,6 +229,7 @@ func (rep *Report) Markdown(chartDir string) string {
 			r.CreateCallsPerMachine(), r.Logins, r.KubeRequests, del, delCalls,
 			r.PeakRSS/(1<<20), r.PeakHeap/(1<<20))
 	}
+	w("%s", rep.optionsMarkdown())
 	if r := rep.find(scenarioN5000); r != nil {
 		w("\n%s spreads its machines over %d Clusters of %d, each in its own namespace with its own view of the workload API server that lists only its own Nodes, as separate workload clusters would; it runs last and leaves its machines in place (deleting 5,000 at 20 calls/s would take another 25 minutes).\n",
 			r.Name, r.clusters(), r.Machines/r.clusters())

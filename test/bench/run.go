@@ -46,11 +46,15 @@ func FullSet() []Scenario {
 	n1000.Steady, n1000.CompareReads = time.Minute, true
 	n5000 := real(scenarioN5000, 5000, 10, false)
 	n5000.Steady, n5000.Clusters, n5000.RestartCreate, n5000.SkipDelete = time.Minute, 50, true, true
-	return []Scenario{
-		economy, n100,
+	out := []Scenario{economy}
+	for _, opt := range ContentOptions {
+		out = append(out, optionScenario(opt))
+	}
+	return append(out, []Scenario{
+		n100,
 		real("n100-c1", 100, 1, false), real("n100-c50", 100, 50, false), real("n100-c10-clone", 100, 10, true),
 		real("n500-c10", 500, 10, false), n1000, n5000,
-	}
+	}...)
 }
 
 // webhookWarmUp is the number of requests per client of the admission load test that are sent

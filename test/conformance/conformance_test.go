@@ -89,14 +89,26 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		Expect(vm.Cores).To(Equal(4))
 	})
 
-	It("scales a MachineDeployment 0 -> 3 -> 5 -> 1 -> 0 with VMs following in oVirt", func(ctx SpecContext) {
-		Expect(mgmt.Create(ctx, machineTemplate("workers-a", "rhcos-4.14", 2))).To(Succeed())
+	It("scales a MachineDeployment with a data disk and tags 0 -> 3 -> 5 -> 1 -> 0 with VMs following in oVirt", func(ctx SpecContext) {
+		tpl := machineTemplate("workers-a", "rhcos-4.14", 2)
+		tpl.Spec.Template.Spec.DataDisks = []infrav1.DataDisk{{Name: "data", SizeGB: 2}}
+		tpl.Spec.Template.Spec.Tags = []string{"conformance-workers"}
+		Expect(mgmt.Create(ctx, tpl)).To(Succeed())
 		Expect(mgmt.Create(ctx, machineDeployment("workers", "workers-a", 0))).To(Succeed())
 		for _, n := range []int{3, 5, 1, 0} {
 			By(fmt.Sprintf("scaling to %d", n))
 			scale(ctx, "workers", int32(n))
 			expectRunning(ctx, "workers", n)
 			Eventually(func() int { return len(poolVMs("workers")) }, wait, poll).Should(Equal(n))
+			for name := range poolVMs("workers") {
+				vm, _ := stack.Sim.VMByName(name)
+				Expect(vm.Tags).To(ConsistOf("conformance-workers"), name)
+				Expect(vm.Disks).To(ContainElement(HaveField("Description", HavePrefix("capov datadisk=data vm="+vm.ID+" "))), name)
+			}
+			// The data disks of the VMs scaled away went with them.
+			for _, d := range stack.Sim.Dump().FloatingDisks {
+				Expect(d.Description).NotTo(HavePrefix("capov datadisk="), "a data disk outlived its VM: %s", d.Alias)
+			}
 			// CAPI deletes the Node of each Machine it scales away.
 			Eventually(func(g Gomega) int {
 				nodes := &corev1.NodeList{}

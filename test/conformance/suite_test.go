@@ -63,7 +63,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(mgmt.Create(ctx, harness.Namespace("capov-system"))).To(Succeed())
 	Expect(mgmt.Create(ctx, harness.Namespace(ns))).To(Succeed())
 	Expect(mgmt.Create(ctx, harness.CredentialsSecret("capov-system", "sim-credentials", stack.SimUsername, stack.SimPassword))).To(Succeed())
-	Expect(mgmt.Create(ctx, harness.Provider(providerName, stack.SimURL, "sim-credentials", stack.SimCAPEM))).To(Succeed())
+	p := harness.Provider(providerName, stack.SimURL, "sim-credentials", stack.SimCAPEM)
+	// The machines' spec.tags are created by the manager.
+	p.Spec.CreateMissingTags = ptr.To(true)
+	Expect(mgmt.Create(ctx, p)).To(Succeed())
 }, NodeTimeout(10*time.Minute))
 
 var _ = AfterSuite(func() {

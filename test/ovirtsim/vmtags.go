@@ -32,10 +32,10 @@ func internalEngineError() *apiError {
 	return &apiError{400, reasonFailed, "[Internal Engine Error]"}
 }
 
-// parseGuid reads an id as the Engine's Guid does (java.util.UUID.fromString): five dash-separated
+// parseGUID reads an id as the Engine's Guid does (java.util.UUID.fromString): five dash-separated
 // hex fields, each masked to its width, so "1-2-3-4-5" is 00000001-0002-0003-0004-000000000005;
 // "" is Guid.Empty. ok is false when Java would throw (the text of its exception is approximated).
-func parseGuid(s string) (string, bool) {
+func parseGUID(s string) (string, bool) {
 	if s == "" {
 		return rootTagID, true // new Guid(""): Guid.Empty
 	}
@@ -114,7 +114,7 @@ func renderVMTags(v *vm, rc *renderCtx) *ovirtsdk.TagSlice {
 // vmOfPath resolves the VM id of a /vms/{id}/tags path as BackendVmResource does
 // (AbstractBackendSubResource: a malformed id is a bare 404); the VM may not exist (nil).
 func (s *Simulator) vmOfPath(rq *apiReq) (id string, v *vm, aerr *apiError) {
-	id, ok := parseGuid(rq.ids[0])
+	id, ok := parseGUID(rq.ids[0])
 	if !ok || rq.ids[0] == "" {
 		return "", nil, &apiError{404, "", ""}
 	}
@@ -127,7 +127,7 @@ func (s *Simulator) assignedTag(rq *apiReq) (*vm, *tag, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	tid, ok := parseGuid(rq.ids[1])
+	tid, ok := parseGUID(rq.ids[1])
 	if !ok || rq.ids[1] == "" || v == nil {
 		return nil, nil, &apiError{404, "", ""}
 	}
@@ -239,7 +239,7 @@ func hAddVMTag(s *Simulator, rq *apiReq) {
 // name.
 func (inv *inventory) tagToAssign(rawID string, hasID bool, name string) (string, *apiError) {
 	if hasID {
-		id, ok := parseGuid(rawID)
+		id, ok := parseGUID(rawID)
 		if !ok {
 			return "", malformedID(rawID)
 		}

@@ -45,7 +45,9 @@ func (c *Client) blockDomain(id string) bool {
 // backup), raw sparse on block storage. what is the action's object ("Virtual Disk", "VM").
 // Called with c.mu held.
 func (c *Client) diskConfigurationError(op, what, format string, sparse bool, sdID string) error {
-	if !(format == ovirt.DiskFormatCow && !sparse) && !(format == ovirt.DiskFormatRaw && sparse && c.blockDomain(sdID)) {
+	preallocatedCow := format == ovirt.DiskFormatCow && !sparse
+	rawThinOnBlock := format == ovirt.DiskFormatRaw && sparse && c.blockDomain(sdID)
+	if !preallocatedCow && !rawThinOnBlock {
 		return nil
 	}
 	volumeType := "Preallocated"

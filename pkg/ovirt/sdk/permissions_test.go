@@ -97,6 +97,15 @@ func permissionSteps() []permissionStep {
 			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStart)
 			return c.Power(ctx, w.vm.ID, ovirt.PowerStop)
 		}},
+		{"add a data disk", []string{ovirtsim.ActionConfigureVMStorage, ovirtsim.ActionCreateDisk}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
+			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStop) // whether the user could stop it or not
+			_, err := c.AddDisk(ctx, w.vm.ID, ovirt.DiskSpec{Alias: w.name("data"), SizeBytes: 1 << 30, StorageDomainID: w.fast.ID,
+				Format: ovirt.DiskFormatCow, Sparse: true})
+			return err
+		}},
+		{"assign a tag to the VM", []string{ovirtsim.ActionTagManagement}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
+			return c.AssignTag(ctx, w.vm.ID, w.tag)
+		}},
 		{"detach a disk that is not the VM's own", []string{ovirtsim.ActionConfigureVMStorage}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
 			return c.DetachDisk(ctx, w.vm.ID, w.csiDisk)
 		}},

@@ -611,7 +611,7 @@ func TestVMContentsRoundTripThroughV1Beta1(t *testing.T) {
 		if err := ConvertOVirtProviderSpokeToHub(ctx, spoke, back); err != nil {
 			t.Fatal(err)
 		}
-		if !(back.Spec.CreateMissingTags != nil && *back.Spec.CreateMissingTags) {
+		if back.Spec.CreateMissingTags == nil || !*back.Spec.CreateMissingTags {
 			t.Errorf("spec.createMissingTags did not round-trip: %+v", back.Spec)
 		}
 	})
