@@ -52,8 +52,9 @@ type OVirtClusterSpec struct {
 	ControlPlaneAntiAffinity AntiAffinityPolicy `json:"controlPlaneAntiAffinity,omitempty"`
 
 	// tags are oVirt tags, by name, assigned to every VM of the cluster besides the machine's
-	// own spec.tags (backup and inventory tools select VMs by tag). Changing them applies to the
-	// machines created afterwards.
+	// own spec.tags (backup and inventory tools select VMs by tag). A tag added here is assigned
+	// to the running VMs too, within a sync period; a tag removed here stays on the VMs that have
+	// it (CAPOV never removes a tag).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16

@@ -127,7 +127,7 @@ func (w *OVirtMachineWebhook) ValidateCreate(ctx context.Context, m *infrav1.OVi
 	errs = append(errs, fd...)
 	warnings := append(providerWarnings(&m.Spec.OVirtVMSpec, provider, clone, w.Gates), storageDomainWarnings(&m.Spec.OVirtVMSpec, path, clone)...)
 	warnings = append(warnings, fdWarnings...)
-	warnings = append(warnings, osDiskWarnings(&m.Spec.OVirtVMSpec, path, clone)...)
+	warnings = append(warnings, contentsWarnings(&m.Spec.OVirtVMSpec, path, clone)...)
 	return warnings, invalid("OVirtMachine", m.Name, errs)
 }
 

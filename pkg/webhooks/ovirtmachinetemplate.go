@@ -90,7 +90,7 @@ func (w *OVirtMachineTemplateWebhook) validateSpec(ctx context.Context, t *infra
 	}
 	errs = append(errs, access...)
 	warnings := append(templateWarnings(spec, provider, clone, w.Gates), storageDomainWarnings(spec, path, clone)...)
-	warnings = append(warnings, osDiskWarnings(spec, path, clone)...)
+	warnings = append(warnings, contentsWarnings(spec, path, clone)...)
 	return warnings, invalid("OVirtMachineTemplate", t.Name, errs)
 }
 

@@ -211,11 +211,6 @@ func validatePerformance(spec *infrav1.OVirtVMSpec, path *field.Path) field.Erro
 	switch perf.HugePagesKiB {
 	case 0:
 	case infrav1.HugePages2Mi, infrav1.HugePages1Gi:
-		if m := spec.Memory; m != nil && (m.SizeMB*1024)%perf.HugePagesKiB != 0 {
-			errs = append(errs, field.Invalid(path.Child("hugePagesKiB"), perf.HugePagesKiB,
-				fmt.Sprintf("memory.sizemb (%d MiB) must be a multiple of the hugepage size (%d MiB): oVirt backs the whole memory with hugepages; raise memory.sizemb to %d or use 2048",
-					m.SizeMB, perf.HugePagesKiB/1024, roundUp(m.SizeMB, perf.HugePagesKiB/1024))))
-		}
 		if ptr.Deref(perf.Ballooning, false) {
 			errs = append(errs, field.Invalid(path.Child("ballooning"), true,
 				"memory backed by hugepages cannot be ballooned: set ballooning: false, or remove hugePagesKiB"))
@@ -226,14 +221,22 @@ func validatePerformance(spec *infrav1.OVirtVMSpec, path *field.Path) field.Erro
 	return errs
 }
 
-// osDiskWarnings: spec.osDisk with a clone mode that resolves to false because of the provider
-// or the gate (a machine's own diskclone: false is refused): the manager reports it.
-func osDiskWarnings(spec *infrav1.OVirtVMSpec, path *field.Path, clone *bool) admission.Warnings {
-	if spec.OSDisk == nil || spec.DiskClone != nil || clone == nil || *clone {
-		return nil
+// contentsWarnings are the findings about the VM contents that must not block: spec.osDisk with
+// a clone mode that resolves to false because of the provider or the gate (a machine's own
+// diskclone: false is refused; the manager reports it), and a memory size that is no multiple
+// of the hugepage size (the Engine reserves whole pages: the rest of the last one is lost).
+func contentsWarnings(spec *infrav1.OVirtVMSpec, path *field.Path, clone *bool) admission.Warnings {
+	var out admission.Warnings
+	if p, m := spec.Performance, spec.Memory; p != nil && m != nil && p.HugePagesKiB > 0 && (m.SizeMB*1024)%p.HugePagesKiB != 0 {
+		pageMB := p.HugePagesKiB / 1024
+		out = append(out, fmt.Sprintf("%s: memory.sizemb (%d MiB) is not a multiple of the hugepage size (%d MiB): oVirt reserves %d pages (%d MiB) for the VM; use %d MiB to use them all",
+			path.Child("performance", "hugePagesKiB"), m.SizeMB, pageMB, roundUp(m.SizeMB, pageMB)/pageMB, roundUp(m.SizeMB, pageMB), roundUp(m.SizeMB, pageMB)))
 	}
-	return admission.Warnings{fmt.Sprintf("%s: diskclone resolves to false (the OVirtProvider's diskclone or the disk-clone gate), so the disks will be thin overlays on the template's "+
-		"and cannot get this format or allocation: the manager refuses to create the VM (MachineCreated reports OSDiskNeedsClone); set diskclone: true", path.Child("osDisk"))}
+	if spec.OSDisk == nil || spec.DiskClone != nil || clone == nil || *clone {
+		return out
+	}
+	return append(out, fmt.Sprintf("%s: diskclone resolves to false (the OVirtProvider's diskclone or the disk-clone gate), so the disks will be thin overlays on the template's "+
+		"and cannot get this format or allocation: the manager refuses to create the VM (MachineCreated reports OSDiskNeedsClone); set diskclone: true", path.Child("osDisk")))
 }
 
 func roundUp(v, unit int64) int64 { return (v + unit - 1) / unit * unit }

@@ -74,10 +74,6 @@ func TestVMContentsAdmission(t *testing.T) {
 		{"a lease with a resume behaviour oVirt overrides", base(func(s *infrav1.OVirtVMSpec) {
 			s.HighAvailability = &infrav1.HighAvailability{Enabled: true, LeaseStorageDomain: "data", ResumeBehaviour: infrav1.ResumeBehaviourAutoResume}
 		}), "spec.highAvailability.resumeBehaviour", "use Kill"},
-		{"memory that 1 GiB hugepages cannot back", base(func(s *infrav1.OVirtVMSpec) {
-			s.Memory = &infrav1.Memory{SizeMB: 3000}
-			s.Performance = &infrav1.Performance{HugePagesKiB: infrav1.HugePages1Gi}
-		}), "spec.performance.hugePagesKiB", "raise memory.sizemb to 3072"},
 		{"ballooning hugepage-backed memory", base(func(s *infrav1.OVirtVMSpec) {
 			s.Performance = &infrav1.Performance{HugePagesKiB: infrav1.HugePages2Mi, Ballooning: ptr.To(true)}
 		}), "spec.performance.ballooning", "ballooning: false"},
@@ -115,8 +111,18 @@ func TestVMContentsAdmission(t *testing.T) {
 func TestOSDiskWarnsWhenTheProviderMakesItThin(t *testing.T) {
 	g := NewWithT(t)
 	spec := &infrav1.OVirtVMSpec{OSDisk: &infrav1.OSDisk{Preallocated: ptr.To(true)}}
-	g.Expect(osDiskWarnings(spec, field.NewPath("spec"), ptr.To(false))).To(ConsistOf(ContainSubstring("OSDiskNeedsClone")))
-	g.Expect(osDiskWarnings(spec, field.NewPath("spec"), ptr.To(true))).To(BeEmpty())
+	g.Expect(contentsWarnings(spec, field.NewPath("spec"), ptr.To(false))).To(ConsistOf(ContainSubstring("OSDiskNeedsClone")))
+	g.Expect(contentsWarnings(spec, field.NewPath("spec"), ptr.To(true))).To(BeEmpty())
 	spec.DiskClone = ptr.To(true)
-	g.Expect(osDiskWarnings(spec, field.NewPath("spec"), ptr.To(true))).To(BeEmpty())
+	g.Expect(contentsWarnings(spec, field.NewPath("spec"), ptr.To(true))).To(BeEmpty())
+}
+
+// TestMemoryThatIsNoMultipleOfTheHugepageSizeIsAWarning: the Engine reserves whole pages (it
+// does not refuse it): admitted, with a warning that says what is lost.
+func TestMemoryThatIsNoMultipleOfTheHugepageSizeIsAWarning(t *testing.T) {
+	g := NewWithT(t)
+	spec := &infrav1.OVirtVMSpec{Provider: "p", OVirtCluster: "Default", Template: "t", Memory: &infrav1.Memory{SizeMB: 3000},
+		Performance: &infrav1.Performance{HugePagesKiB: infrav1.HugePages1Gi}}
+	g.Expect(ValidateVMSpec(spec, field.NewPath("spec"))).To(BeEmpty())
+	g.Expect(contentsWarnings(spec, field.NewPath("spec"), nil)).To(ConsistOf(ContainSubstring("oVirt reserves 3 pages (3072 MiB)")))
 }
