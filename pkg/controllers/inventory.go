@@ -538,8 +538,8 @@ func prunedVM(vm ovirt.VM) ovirt.VM {
 	vm.ReportedDevices = devs
 	vm.Description = ""
 	// Disk descriptions (the data disks' ownership markers) are read by the disk step and the
-	// deletion, each from a read of its own.
-	// Each VM's disks are its own slice, made by the conversion of its page.
+	// deletion, each from a read of its own. Each VM's disks are a slice of its own, made by the
+	// conversion of its page.
 	for i := range vm.Disks {
 		vm.Disks[i].Description = ""
 	}

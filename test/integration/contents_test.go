@@ -197,6 +197,16 @@ func TestTheEnginesRefusalsOfTheContentsAreConditions(t *testing.T) {
 			Reason: infrav1.VMPowerOnFailedReason, Message: "Huge"})
 		deleteAndWait(t, om)
 	})
+	t.Run("a lease on a storage domain in maintenance", func(t *testing.T) {
+		spec := vmSpec()
+		spec.HighAvailability = &infrav1.HighAvailability{Enabled: true, LeaseStorageDomain: "offline"}
+		_, om := tc.newMachine(t, spec, ignitionConfig)
+		eventuallyCondition(t, om, condition{Type: infrav1.MachineCreatedCondition, Status: corev1.ConditionFalse,
+			Reason: infrav1.VMCreateFailedReason, Severity: clusterv1.ConditionSeverityWarning, Message: "Storage Domain's status is Maintenance"})
+		_, exists := sim.VMByName(om.Name)
+		NewWithT(t).Expect(exists).To(BeFalse())
+		deleteAndWait(t, om)
+	})
 	t.Run("a tag oVirt does not have holds the creation", func(t *testing.T) {
 		spec := vmSpec()
 		spec.Tags = []string{"never-created"}

@@ -281,7 +281,18 @@ func TestNewVMDisksKeepTheirSettings(t *testing.T) {
 	g.Eventually(func() string { st, _ := sim.VM(id); return st.Disks[1].Status }, 5*time.Second, 100*time.Millisecond).
 		Should(Equal("ok"), "then ok after DiskLock")
 
-	// Removing the VM removes every attached disk, wiped or not.
+	// Removing the VM removes every attached disk, wiped or not, once none is locked (the
+	// Engine refuses to remove a VM with a locked disk; data2 and data3 were added after data1).
+	g.Eventually(func() []string {
+		st, _ := sim.VM(id)
+		var locked []string
+		for _, d := range st.Disks {
+			if d.Status != "ok" {
+				locked = append(locked, d.Alias)
+			}
+		}
+		return locked
+	}, 10*time.Second, 100*time.Millisecond).Should(BeEmpty())
 	_, err = vms.Remove().Send()
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, did := range []string{a.MustId(), b.MustId(), c.MustId()} {
@@ -366,7 +377,9 @@ func TestNewVMDiskRefusals(t *testing.T) {
 func TestDiskAddedToARunningVMIsHotPluggedWhenItsImageIsMade(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 3 * time.Second}) })
+	// The disk lock is long enough that the stop below comes before it ends even on a loaded
+	// machine.
+	sim := startSim(t, func(b *ovirtsim.Builder) { b.WithTimings(ovirtsim.Timings{DiskLock: 6 * time.Second}) })
 	conn := connect(t, sim)
 	id := createVM(t, conn, "running", true)
 	_, err := conn.SystemService().VmsService().VmService(id).Start().Send()
@@ -389,7 +402,7 @@ func TestDiskAddedToARunningVMIsHotPluggedWhenItsImageIsMade(t *testing.T) {
 		return r.MustAttachment().MustActive()
 	}
 	g.Expect(active(hot.MustId())).To(BeFalse(), "still locked")
-	g.Eventually(func() bool { return active(hot.MustId()) }, 10*time.Second, 100*time.Millisecond).Should(BeTrue(),
+	g.Eventually(func() bool { return active(hot.MustId()) }, 15*time.Second, 100*time.Millisecond).Should(BeTrue(),
 		"hot-plugged once made (plugDiskToVmIfNeeded: active true, VM up)")
 	g.Expect(active(cold.MustId())).To(BeFalse(), "without active=true it stays unplugged")
 
@@ -398,7 +411,7 @@ func TestDiskAddedToARunningVMIsHotPluggedWhenItsImageIsMade(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = conn.SystemService().VmsService().VmService(id).Stop().Send()
 	g.Expect(err).NotTo(HaveOccurred())
-	time.Sleep(3500 * time.Millisecond)
+	time.Sleep(6500 * time.Millisecond)
 	g.Expect(active(late.MustId())).To(BeFalse())
 	st, _ := sim.VM(id)
 	g.Expect(st.Disks[1]).To(And(HaveField("Alias", "hot"), HaveField("Active", true)))
