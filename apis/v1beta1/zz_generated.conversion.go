@@ -680,6 +680,7 @@ func autoConvert_v1beta2_OVirtMachineStatus_To_v1beta1_OVirtMachineStatus(in *v1
 	out.VMState = in.VMState
 	out.SystemDiskIDs = *(*[]string)(unsafe.Pointer(&in.SystemDiskIDs))
 	// WARNING: in.DataDisks requires manual conversion: does not exist in peer-type
+	// WARNING: in.HostDevices requires manual conversion: does not exist in peer-type
 	// WARNING: in.SystemDisksPending requires manual conversion: does not exist in peer-type
 	// WARNING: in.BootstrapDataCleared requires manual conversion: does not exist in peer-type
 	// WARNING: in.EngineInstanceID requires manual conversion: does not exist in peer-type
@@ -1072,6 +1073,7 @@ func autoConvert_v1beta2_OVirtVMSpec_To_v1beta1_OVirtVMSpec(in *v1beta2.OVirtVMS
 	// WARNING: in.CustomProperties requires manual conversion: does not exist in peer-type
 	// WARNING: in.HighAvailability requires manual conversion: does not exist in peer-type
 	// WARNING: in.Performance requires manual conversion: does not exist in peer-type
+	// WARNING: in.GPUs requires manual conversion: does not exist in peer-type
 	return nil
 }
 

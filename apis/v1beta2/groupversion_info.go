@@ -24,6 +24,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&OVirtMachine{}, &OVirtMachineList{},
 		&OVirtMachineTemplate{}, &OVirtMachineTemplateList{},
 		&OVirtClusterTemplate{}, &OVirtClusterTemplateList{},
+		&OVirtHostDeviceClaim{}, &OVirtHostDeviceClaimList{},
+		&OVirtRemediation{}, &OVirtRemediationList{},
+		&OVirtRemediationTemplate{}, &OVirtRemediationTemplateList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -263,6 +263,16 @@ type OVirtVMSpec struct {
 	// threads, multi-queue, ballooning). Empty: the template's.
 	// +optional
 	Performance *Performance `json:"performance,omitempty"`
+
+	// gpus are the VM's GPUs: vGPUs (mediated devices, placed by the Engine's scheduler) or PCI
+	// devices passed through (the manager chooses a host with enough free devices, pins the VM
+	// to it and attaches them before the first start). Their sum counts in the template's
+	// capacity under each entry's resourceName.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="self.map(g, has(g.count) ? g.count : 1).sum() <= 16",message="a machine has at most 16 GPUs (the sum of the counts)"
+	GPUs []GPU `json:"gpus,omitempty"`
 }
 
 // OVirtMachineSpec is the desired state of an OVirtMachine.
@@ -350,6 +360,14 @@ type OVirtMachineStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	DataDisks []DataDiskStatus `json:"dataDisks,omitempty"`
+
+	// hostDevices are the host devices chosen for the VM's Passthrough GPUs (with the host the VM
+	// is pinned to and the claims that reserve them), recorded before they are attached.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	HostDevices []HostDeviceStatus `json:"hostDevices,omitempty"`
 
 	// systemDisksPending is true from the creation of the VM (or its adoption by owner marker
 	// before its first boot) until its disks are recorded in systemDiskIDs. Disks are recorded

@@ -29,9 +29,10 @@ type OVirtMachineTemplateSpec struct {
 
 // OVirtMachineTemplateStatus is the observed state of an OVirtMachineTemplate.
 type OVirtMachineTemplateStatus struct {
-	// capacity is the cpu and memory of one machine of this template, used by the cluster
-	// autoscaler to scale a MachineDeployment up from zero. Set from spec.template.spec.cpu and
-	// memory when they are given.
+	// capacity is the cpu, memory, hugepages and GPUs of one machine of this template, used by
+	// the cluster autoscaler to scale a MachineDeployment up from zero. Set from
+	// spec.template.spec (cpu and memory read from the oVirt template when the spec inherits
+	// them; GPUs under each entry's resourceName).
 	// +optional
 	Capacity corev1.ResourceList `json:"capacity,omitempty"`
 }
@@ -86,6 +87,12 @@ func (s *OVirtVMSpec) Capacity() corev1.ResourceList {
 				out[corev1.ResourceHugePagesPrefix+"1Gi"] = *resource.NewQuantity(s.Memory.SizeMB*1024*1024, resource.BinarySI)
 			}
 		}
+	}
+	for _, g := range s.GPUs {
+		name := corev1.ResourceName(g.GPUResourceName())
+		q := out[name]
+		q.Add(*resource.NewQuantity(int64(g.GPUCount()), resource.DecimalSI))
+		out[name] = q
 	}
 	if len(out) == 0 {
 		return nil

@@ -39,6 +39,7 @@ func validateVMContents(spec *infrav1.OVirtVMSpec, path *field.Path) field.Error
 	errs = append(errs, validateCustomProperties(spec, path.Child("customProperties"))...)
 	errs = append(errs, validateHighAvailability(spec.HighAvailability, path.Child("highAvailability"))...)
 	errs = append(errs, validatePerformance(spec, path.Child("performance"))...)
+	errs = append(errs, validateGPUs(spec, path)...)
 	return errs
 }
 
@@ -226,7 +227,7 @@ func validatePerformance(spec *infrav1.OVirtVMSpec, path *field.Path) field.Erro
 // diskclone: false is refused; the manager reports it), and a memory size that is no multiple
 // of the hugepage size (the Engine reserves whole pages: the rest of the last one is lost).
 func contentsWarnings(spec *infrav1.OVirtVMSpec, path *field.Path, clone *bool) admission.Warnings {
-	var out admission.Warnings
+	out := gpuWarnings(spec, path)
 	if p, m := spec.Performance, spec.Memory; p != nil && m != nil && p.HugePagesKiB > 0 && (m.SizeMB*1024)%p.HugePagesKiB != 0 {
 		pageMB := p.HugePagesKiB / 1024
 		out = append(out, fmt.Sprintf("%s: memory.sizemb (%d MiB) is not a multiple of the hugepage size (%d MiB): oVirt reserves %d pages (%d MiB) for the VM; use %d MiB to use them all",

@@ -79,6 +79,7 @@ func ConvertOVirtMachineSpokeToHub(_ context.Context, src *infrav1beta1.OVirtMac
 		dst.Status.Host = restored.Status.Host
 		dst.Status.AffinityGroups = restored.Status.AffinityGroups
 		dst.Status.DataDisks = restored.Status.DataDisks
+		dst.Status.HostDevices = restored.Status.HostDevices
 	}
 	return nil
 }
@@ -95,6 +96,7 @@ func restoreVMSpec(dst, restored *infrav1.OVirtVMSpec) {
 	dst.CustomProperties = restored.CustomProperties
 	dst.HighAvailability = restored.HighAvailability
 	dst.Performance = restored.Performance
+	dst.GPUs = restored.GPUs
 	// The NICs' addressing, when the v1beta1 object still has the same NICs (a v1beta1 client
 	// that changed the NICs meant the ones it wrote).
 	if len(dst.NICs) != len(restored.NICs) {

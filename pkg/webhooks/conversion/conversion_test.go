@@ -517,6 +517,7 @@ func vmContents() infrav1.OVirtVMSpec {
 			ResumeBehaviour: infrav1.ResumeBehaviourKill},
 		Performance: &infrav1.Performance{CPUMode: infrav1.CPUModeHostPassthrough, AutoPinning: infrav1.AutoPinningAdjust,
 			HugePagesKiB: infrav1.HugePages1Gi, IOThreads: 2, MultiQueues: ptr(true), Ballooning: ptr(false)},
+		GPUs: []infrav1.GPU{{Type: infrav1.GPUTypeVGPU, MdevType: "nvidia-22", Count: 2}},
 	}
 }
 
@@ -526,7 +527,7 @@ func TestVMContentsRoundTripThroughV1Beta1(t *testing.T) {
 	ctx := context.Background()
 	inAnnotation := []string{`"osDisk":{"format":"raw","preallocated":true}`, `"dataDisks":[{"name":"etcd"`, `"tags":["backup-daily","team-a"]`,
 		`"customProperties":[{"name":"viodiskcache","value":"writeback"}]`, `"highAvailability":{"enabled":true,"priority":50`,
-		`"performance":{"cpuMode":"HostPassthrough"`}
+		`"performance":{"cpuMode":"HostPassthrough"`, `"gpus":[{"type":"VGPU","mdevType":"nvidia-22","count":2}]`}
 	check := func(t *testing.T, spoke any, annotations map[string]string, want []string) {
 		t.Helper()
 		b, err := json.Marshal(spoke)
@@ -539,7 +540,7 @@ func TestVMContentsRoundTripThroughV1Beta1(t *testing.T) {
 		}
 		delete(view, "metadata")
 		b, _ = json.Marshal(view)
-		for _, key := range []string{`"osDisk"`, `"dataDisks"`, `"tags"`, `"customProperties"`, `"highAvailability"`, `"performance"`, `"createMissingTags"`} {
+		for _, key := range []string{`"osDisk"`, `"dataDisks"`, `"tags"`, `"customProperties"`, `"highAvailability"`, `"performance"`, `"createMissingTags"`, `"gpus"`, `"hostDevices"`} {
 			if strings.Contains(string(b), key) {
 				t.Errorf("the v1beta1 view shows %s: %s", key, b)
 			}
@@ -553,12 +554,13 @@ func TestVMContentsRoundTripThroughV1Beta1(t *testing.T) {
 	t.Run("OVirtMachine", func(t *testing.T) {
 		m := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
 			Spec:   infrav1.OVirtMachineSpec{OVirtVMSpec: vmContents()},
-			Status: infrav1.OVirtMachineStatus{DataDisks: []infrav1.DataDiskStatus{{Name: "etcd", ID: "d-1"}}}}
+			Status: infrav1.OVirtMachineStatus{DataDisks: []infrav1.DataDiskStatus{{Name: "etcd", ID: "d-1"}},
+				HostDevices: []infrav1.HostDeviceStatus{{Host: "h1", HostID: "h-1", Name: "pci_0000_3b_00_0", Claim: "hdc-1"}}}}
 		spoke := &infrav1beta1.OVirtMachine{}
 		if err := ConvertOVirtMachineHubToSpoke(ctx, m.DeepCopy(), spoke); err != nil {
 			t.Fatal(err)
 		}
-		check(t, spoke, spoke.Annotations, append(inAnnotation, `"dataDisks":[{"name":"etcd","id":"d-1"}]`))
+		check(t, spoke, spoke.Annotations, append(inAnnotation, `"dataDisks":[{"name":"etcd","id":"d-1"}]`, `"hostDevices":[{"host":"h1"`))
 		back := &infrav1.OVirtMachine{}
 		if err := ConvertOVirtMachineSpokeToHub(ctx, spoke, back); err != nil {
 			t.Fatal(err)
