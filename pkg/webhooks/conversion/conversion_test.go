@@ -553,7 +553,7 @@ func TestVMContentsRoundTripThroughV1Beta1(t *testing.T) {
 	}
 	t.Run("OVirtMachine", func(t *testing.T) {
 		m := &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
-			Spec:   infrav1.OVirtMachineSpec{OVirtVMSpec: vmContents()},
+			Spec: infrav1.OVirtMachineSpec{OVirtVMSpec: vmContents()},
 			Status: infrav1.OVirtMachineStatus{DataDisks: []infrav1.DataDiskStatus{{Name: "etcd", ID: "d-1"}},
 				HostDevices: []infrav1.HostDeviceStatus{{Host: "h1", HostID: "h-1", Name: "pci_0000_3b_00_0", Claim: "hdc-1"}}}}
 		spoke := &infrav1beta1.OVirtMachine{}
