@@ -108,6 +108,13 @@ const (
 	TagNotFoundReason = "TagNotFound"
 	// TagAssignFailedReason: oVirt refused to assign a tag to the VM.
 	TagAssignFailedReason = "TagAssignFailed"
+	// NoHostWithFreeDeviceReason: no host of the machine's oVirt cluster (or failure domain) has
+	// enough free host devices for spec.gpus of type Passthrough; the message says what each
+	// host has (severity Warning, retried).
+	NoHostWithFreeDeviceReason = "NoHostWithFreeDevice"
+	// HostDeviceClaimConflictReason: another machine claimed a chosen host device first (an
+	// OVirtHostDeviceClaim); the manager chooses again.
+	HostDeviceClaimConflictReason = "HostDeviceClaimConflict"
 )
 
 // Reasons of MachineDiskResized.
@@ -149,6 +156,19 @@ const (
 	// machine still becomes Ready once its Node registers; its addresses are then the Node's
 	// (status.addresses), as the message says.
 	NoGuestAddressesReason = "NoGuestAddresses"
+	// HostDeviceAttachFailedReason: oVirt refused to attach a chosen host device to the VM
+	// before its first start (its message says why); retried.
+	HostDeviceAttachFailedReason = "HostDeviceAttachFailed"
+	// NoHostWithFreeMediatedDeviceReason: the Engine's scheduler found no host with a free
+	// mediated device of a type of spec.gpus (its filter MDevice); retried.
+	NoHostWithFreeMediatedDeviceReason = "NoHostWithFreeMediatedDevice"
+	// HostDeviceUnavailableReason: the Engine's scheduler refused the start because a host
+	// device of the VM is in use by another running VM or its host cannot pass it through (its
+	// filter HostDevice); retried.
+	HostDeviceUnavailableReason = "HostDeviceUnavailable"
+	// RemediationInProgressReason: an OVirtRemediation is rebooting the VM; the manager leaves its
+	// power alone until the attempt ends.
+	RemediationInProgressReason = "RemediationInProgress"
 )
 
 // Reasons of K8sProviderIDSetup.

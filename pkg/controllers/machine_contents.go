@@ -531,6 +531,9 @@ func (r *OVirtMachineReconciler) vmContents(ctx context.Context, s *machineScope
 	for _, cp := range om.Spec.CustomProperties {
 		spec.CustomProperties = append(spec.CustomProperties, ovirt.CustomProperty{Name: cp.Name, Value: cp.Value})
 	}
+	if v := mdevTypeValue(om.Spec.GPUs); v != "" {
+		spec.CustomProperties = append(spec.CustomProperties, ovirt.CustomProperty{Name: mdevTypeProperty, Value: v})
+	}
 	if p := om.Spec.Performance; p != nil {
 		if p.HugePagesKiB > 0 {
 			spec.CustomProperties = append(spec.CustomProperties, ovirt.CustomProperty{Name: hugepagesProperty, Value: fmt.Sprint(p.HugePagesKiB)})

@@ -262,6 +262,26 @@ func (r *OVirtMachineReconciler) createVM(ctx context.Context, s *machineScope) 
 		created(reason, clusterv1.ConditionSeverityWarning, "%s", problem)
 		return stop(r.retryLater(), nil)
 	}
+	if om.Spec.HasPassthrough() {
+		// The devices are chosen and claimed before the VM exists: it is created pinned to their
+		// host (the Engine attaches host devices only to a VM pinned to exactly one host).
+		hostID, reason, problem, err := r.reserveHostDevices(ctx, s, place.ovirtCluster)
+		if err != nil {
+			return stop(ctrl.Result{}, err)
+		}
+		if problem != "" {
+			if reason == infrav1.HostDeviceClaimConflictReason {
+				created(reason, clusterv1.ConditionSeverityInfo, "%s", problem)
+				return stop(ctrl.Result{RequeueAfter: r.Intervals.VMPoll}, nil)
+			}
+			if v1beta1conditions.GetReason(om, infrav1.MachineCreatedCondition) != reason {
+				r.Recorder.Eventf(om, nil, corev1.EventTypeWarning, eventNoHostWithFreeDevice, "CreateVM", "%s", problem)
+			}
+			created(reason, clusterv1.ConditionSeverityWarning, "%s", problem)
+			return stop(r.retryLater(), nil)
+		}
+		spec.PinnedHostID = hostID
+	}
 	if err := r.persistCreateRequested(ctx, om, vmName); err != nil {
 		return stop(ctrl.Result{}, err)
 	}

@@ -305,8 +305,12 @@ func (r *OVirtMachineReconciler) finishDeleteWithoutOVirt(ctx context.Context, s
 }
 
 func (r *OVirtMachineReconciler) finishDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	// The VM is gone: its addresses go back to their pools before the finalizer is dropped.
+	// The VM is gone: its addresses go back to their pools and its host devices are free again
+	// before the finalizer is dropped.
 	if err := r.releaseIPAddresses(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.releaseHostDeviceClaims(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	// status.initialization.provisioned stays true (the v1beta1 status.ready used to become

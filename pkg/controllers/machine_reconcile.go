@@ -79,6 +79,7 @@ func (r *OVirtMachineReconciler) reconcileNormal(ctx context.Context, s *machine
 		r.reconcileIPAddresses,
 		r.connect,
 		r.ensureVM,
+		r.ensureHostDeviceClaims,
 		r.reconcileTags,
 		r.reconcileVMAddresses,
 		r.reconcileDisks,
@@ -754,6 +755,15 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 		}
 		return next()
 	case ovirt.VMStatusDown:
+		if remediationInProgress(ctx, r.Client, om, s.machine) {
+			// An OVirtRemediation is power-cycling the VM: starting it here would race its stop.
+			v1beta1conditions.MarkFalse(om, infrav1.MachineOnCondition, infrav1.RemediationInProgressReason, clusterv1.ConditionSeverityInfo,
+				"VM %s is down while an OVirtRemediation of the Machine restarts it", vm.ID)
+			return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
+		}
+		if cont, res, err := r.attachHostDevices(ctx, s); !cont {
+			return stop(res, err)
+		}
 		script, once, done, res, err := r.runOnceScript(ctx, s)
 		if done {
 			return stop(res, err)
@@ -768,7 +778,9 @@ func (r *OVirtMachineReconciler) reconcilePower(ctx context.Context, s *machineS
 				return stop(r.waitFor(s.om, infrav1.MachineOnCondition), nil)
 			case errors.Is(err, ovirt.ErrNoHost):
 				reason, what := infrav1.VMPowerOnFailedReason, "no host in the oVirt cluster can run it"
-				if len(om.Status.AffinityGroups) > 0 {
+				if gr, gw := startRefusal(err); gr != "" {
+					reason, what = gr, gw
+				} else if len(om.Status.AffinityGroups) > 0 {
 					reason, what = infrav1.AffinityRulesUnsatisfiableReason, "no host satisfies its affinity groups "+fmt.Sprintf("%q", om.Status.AffinityGroups)
 				}
 				if v1beta1conditions.GetReason(om, infrav1.MachineOnCondition) != reason {

@@ -251,7 +251,7 @@ func (r *OVirtMachineReconciler) proveOwnership(ctx context.Context, s *machineS
 		case key == nil:
 			return notOwned(fmt.Sprintf("the owner marker of another OVirtMachine %s/%s (UID %s, management cluster %q), and Cluster %q has no ownership key "+
 				"(Secret %s) to verify its proof", owner.namespace, owner.name, owner.uid, owner.cluster, cluster, ownershipKeyName(cluster)))
-		case owner.workloadCluster != cluster || owner.provider != om.Spec.Provider || owner.vm != vm.Name || !owner.verifies(key):
+		case !owner.provenFor(om, cluster, vm.Name, key):
 			return notOwned(fmt.Sprintf("the owner marker of another OVirtMachine %s/%s (UID %s, management cluster %q) whose ownership proof "+
 				"does not verify under the key of Cluster %q for this VM and provider", owner.namespace, owner.name, owner.uid, owner.cluster, cluster))
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
+	"github.com/capov/capov/pkg/ovirt"
 )
 
 // The ownership proof (docs/proposals/2026-12-05-keyed-ownership-proof.md): the owner marker in
@@ -117,6 +118,25 @@ func (o vmOwner) verifies(key []byte) bool {
 	}
 	want, _ := base64.RawURLEncoding.DecodeString(o.sign(key))
 	return hmac.Equal(got, want)
+}
+
+// provenFor reports whether o, the owner marker read on the VM named vmName, carries a proof
+// that verifies under key for om's provider and the Cluster named cluster: what a marker of
+// another object (or management cluster) must show before CAPOV writes to the VM
+// (proveOwnership), and what the remediation asks of every marker before it power-cycles a VM.
+func (o vmOwner) provenFor(om *infrav1.OVirtMachine, cluster, vmName string, key []byte) bool {
+	return o.workloadCluster == cluster && o.provider == om.Spec.Provider && o.vm == vmName && o.verifies(key)
+}
+
+// ownershipProven reports whether vm carries om's current owner marker (markerCurrent: this
+// object, this management cluster mc, its provider and Cluster, the VM's own name) with a proof
+// that verifies under key, the Cluster's ownership key. It reads nothing and writes nothing.
+func ownershipProven(vm *ovirt.VM, om *infrav1.OVirtMachine, mc, cluster string, key []byte) bool {
+	if !markerCurrent(vm, om, mc, cluster) {
+		return false
+	}
+	o, _ := parseOwnerMarker(vm.Comment)
+	return o.provenFor(om, cluster, vm.Name, key)
 }
 
 // clusterOf is the name of the Cluster a machine belongs to: its scope's Cluster, else its

@@ -93,8 +93,11 @@ type Client interface {
 	// RemoveNIC removes a NIC.
 	RemoveNIC(ctx context.Context, vmID, nicID string) error
 
-	// Power starts, shuts down or stops a VM. It returns once the engine
-	// accepted the action; callers poll GetVM for the resulting status.
+	// Power starts, shuts down, stops, reboots or resets a VM (POST /vms/{id}/start, /shutdown,
+	// /stop, /reboot, /reset: one call). It returns once the engine accepted the action; callers
+	// poll GetVM for the resulting status. The Engine refuses a reboot or a reset of a VM that does
+	// not run (ErrConflict, "... because the VM is in Down status.") and a reset on a cluster level
+	// below 4.6 (ErrInvalid with its message).
 	Power(ctx context.Context, vmID string, action PowerAction) error
 
 	// RunOnce starts a VM with "run once" (POST /vms/{id}/start with a <vm> and volatile): the
@@ -162,6 +165,41 @@ type Client interface {
 	// UpdateTagDescription replaces the tag's description (PUT /tags/{id}). ErrNotFound if the
 	// tag does not exist.
 	UpdateTagDescription(ctx context.Context, id, description string) error
+
+	// ListHosts returns the hosts of the oVirt cluster named clusterName (GET
+	// /hosts?search=cluster=<name>), every status. One call, plus FindCluster's (cached) to know
+	// the cluster's id: the hosts of other clusters a wildcard in the name would match are left
+	// out. ErrNotFound if there is no such cluster; ErrInvalid before any call for an empty name.
+	// The Engine shows a user only the hosts it has a permission on.
+	ListHosts(ctx context.Context, clusterName string) ([]Host, error)
+	// ListHostDevices returns the devices of the host (GET /hosts/{id}/devices), one call. A
+	// device's VMID is the VM running with it; devices configured on a stopped VM look free (the
+	// Engine does not say). ErrNotFound if the host does not exist. The Engine answers it to
+	// administrator roles only (a user role is refused: ErrAuth).
+	ListHostDevices(ctx context.Context, hostID string) ([]HostDevice, error)
+	// ListVMHostDevices returns the host devices configured on the VM (GET /vms/{id}/hostdevices),
+	// placeholders included, one call. ErrNotFound if the VM does not exist.
+	ListVMHostDevices(ctx context.Context, vmID string) ([]HostDevice, error)
+	// AttachHostDevice attaches the host device named deviceName to the VM (POST
+	// /vms/{id}/hostdevices with <host_device><name/></host_device>, one call); the Engine adds
+	// its whole IOMMU group (the others as placeholders) and accepts a PCI device configured on
+	// another VM (only a start tells). The Engine's refusals (VM not down, not pinned to exactly
+	// one host, device not on that host) are ErrInvalid with its message; a VM being created
+	// ErrLocked; the VM missing ErrNotFound. ErrInvalid before any call for empty arguments.
+	// Fenced (a write).
+	AttachHostDevice(ctx context.Context, vmID, deviceName string) error
+	// DetachHostDevice removes the VM's host device with this name (DELETE
+	// /vms/{id}/hostdevices/{id}, the id being the hex of the name: one call); the Engine drops
+	// the device's IOMMU group when only placeholders remain. A device not attached (the Engine's
+	// 404) is not an error, nor a VM that does not exist. The Engine's refusal for a VM not down
+	// is ErrInvalid with its message. ErrInvalid before any call for empty arguments. Fenced.
+	DetachHostDevice(ctx context.Context, vmID, deviceName string) error
+	// PinVM pins the VM to one host (PUT /vms/{id} with placement_policy affinity pinned, hosts
+	// [hostID]: one call); the Engine drops the VM's host devices when the pinned host changes.
+	// A host that does not exist or is in another cluster is ErrInvalid with the Engine's
+	// message, a VM that does not exist ErrNotFound, a VM being created ErrLocked. ErrInvalid
+	// before any call for empty arguments. Fenced.
+	PinVM(ctx context.Context, vmID, hostID string) error
 }
 
 // TLS selects how the engine's certificate is verified. With neither field

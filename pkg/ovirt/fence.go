@@ -214,3 +214,27 @@ func (c *fencedClient) UpdateTagDescription(ctx context.Context, id, description
 	}
 	return c.Client.UpdateTagDescription(ctx, id, description)
 }
+
+func (c *fencedClient) AttachHostDevice(ctx context.Context, vmID, deviceName string) error {
+	ctx, err := c.check(ctx, "AttachHostDevice")
+	if err != nil {
+		return err
+	}
+	return c.Client.AttachHostDevice(ctx, vmID, deviceName)
+}
+
+func (c *fencedClient) DetachHostDevice(ctx context.Context, vmID, deviceName string) error {
+	ctx, err := c.check(ctx, "DetachHostDevice")
+	if err != nil {
+		return err
+	}
+	return c.Client.DetachHostDevice(ctx, vmID, deviceName)
+}
+
+func (c *fencedClient) PinVM(ctx context.Context, vmID, hostID string) error {
+	ctx, err := c.check(ctx, "PinVM")
+	if err != nil {
+		return err
+	}
+	return c.Client.PinVM(ctx, vmID, hostID)
+}

@@ -16,7 +16,8 @@ import (
 // reads are the Client methods that change nothing in oVirt: the only ones a fenced Client
 // still sends.
 var reads = []string{"Ping", "EngineInfo", "FindCluster", "FindTemplate", "FindStorageDomain", "FindVnicProfile", "GetVM",
-	"ListDiskAttachments", "FindVMsByName", "ListVMs", "GetCluster", "ListAffinityGroups", "FindTag", "GetTag"}
+	"ListDiskAttachments", "FindVMsByName", "ListVMs", "GetCluster", "ListAffinityGroups", "FindTag", "GetTag",
+	"ListHosts", "ListHostDevices", "ListVMHostDevices"}
 
 // TestAFencedClientSendsNoWrite calls every method of ovirt.Client through a fenced Client whose
 // fence refuses: each one that is not a read returns ErrFenced and reaches nothing. A write
@@ -51,7 +52,7 @@ func TestAFencedClientSendsNoWrite(t *testing.T) {
 		g.Expect(err.Error()).To(ContainSubstring("renewed 40s ago"), "the error says why")
 	}
 	g.Expect(writes).To(ContainElements("CreateVM", "RemoveVM", "Power", "UpdateVM", "UpdateDisk", "RemoveAffinityGroup",
-		"CreateTag", "UpdateTagDescription", "AddDisk", "AssignTag"))
+		"CreateTag", "UpdateTagDescription", "AddDisk", "AssignTag", "AttachHostDevice", "DetachHostDevice", "PinVM"))
 	for _, w := range writes {
 		g.Expect(under.CallCount(w)).To(BeZero(), "%s reached oVirt", w)
 	}

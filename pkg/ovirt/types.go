@@ -54,6 +54,15 @@ const (
 	PowerShutdown PowerAction = "shutdown"
 	// PowerStop powers the VM off at once (POST /vms/{id}/stop).
 	PowerStop PowerAction = "stop"
+	// PowerReboot reboots the guest (POST /vms/{id}/reboot): a warm reboot, or a cold one (shut
+	// down, then started as a plain run) for a VM running a volatile run once or with a next-run
+	// configuration. The Engine takes it for an up or powering-up VM only.
+	PowerReboot PowerAction = "reboot"
+	// PowerReset resets the VM at once, as a hardware reset button does (POST /vms/{id}/reset).
+	// The Engine takes it from cluster level 4.6 and for a running VM; its refusal on a lower level
+	// ("Reset VM requires cluster compatibility version 4.6 or higher.") is ErrInvalid with its
+	// message.
+	PowerReset PowerAction = "reset"
 )
 
 // VMUpdate is what UpdateVM changes; the zero value changes nothing.
@@ -314,6 +323,12 @@ type VM struct {
 	// filled by GetVM and ListVMs only (host names are read once per connection and cached).
 	HostID   string
 	HostName string
+	// PinnedHostIDs are the hosts the VM may run on only (placement_policy.hosts), filled by GetVM
+	// when the Engine returns the placement policy; nil when it has none or it was not returned.
+	PinnedHostIDs []string
+	// PlacementAffinity is placement_policy.affinity as GetVM read it: "pinned", "migratable",
+	// "user_migratable", or "" when unknown.
+	PlacementAffinity string
 	// Disks and NICs are filled by GetVM (read from their own endpoints when the engine
 	// did not return them inline) and by ListVMs (inline only, see VMPage.Complete).
 	Disks []Disk
@@ -429,6 +444,9 @@ type VMSpec struct {
 	HighAvailability *HighAvailability
 	// Performance tunes the VM; the zero value keeps the template's.
 	Performance Performance
+	// PinnedHostID pins the VM to this host: placement_policy {affinity: pinned, hosts: [host]} in
+	// POST /vms. "" keeps the template's placement.
+	PinnedHostID string
 }
 
 // DiskUpdate changes a disk through its attachment, in a single PUT.
@@ -473,4 +491,48 @@ type Tag struct {
 	ID          string
 	Name        string
 	Description string
+}
+
+// Host is an oVirt host.
+type Host struct {
+	ID, Name, ClusterID string
+	// Status is the host status as the Engine reports it ("up", "maintenance", ...).
+	Status string
+	// PassthroughEnabled is device_passthrough.enabled.
+	PassthroughEnabled bool
+	// MaxSchedulingMemoryBytes is max_scheduling_memory.
+	MaxSchedulingMemoryBytes int64
+}
+
+// MDevType is a mediated device type a host device offers.
+type MDevType struct {
+	Name               string
+	AvailableInstances int
+}
+
+// HostDevice is a device of a host (GET /hosts/{id}/devices) or a host device of a VM (GET
+// /vms/{id}/hostdevices).
+type HostDevice struct {
+	// ID is the Engine's id (the hex of the name's bytes).
+	ID string
+	// Name is the device's name on its host, e.g. pci_0000_3b_00_0.
+	Name   string
+	HostID string
+	// Capability is "pci", "usb", "scsi", ...
+	Capability string
+	// VendorID and ProductID are lower-case hex without 0x, e.g. "10de", "20b5".
+	VendorID, ProductID     string
+	VendorName, ProductName string
+	// IOMMUGroup is the device's IOMMU group, -1 when it has none.
+	IOMMUGroup int
+	// ParentName is the parent device's name.
+	ParentName string
+	Driver     string
+	// VMID is the VM that holds the device: for host devices, the running VM it is allocated to
+	// ("" when free); for a VM's host devices, that VM.
+	VMID      string
+	MDevTypes []MDevType
+	// Placeholder is true for a VM's host device the Engine added only because it shares the
+	// IOMMU group of a requested one.
+	Placeholder bool
 }

@@ -34,7 +34,12 @@ var clusterTemplates = map[string]string{
 	"topology":         "templates/cluster-template-topology.yaml",
 	"data-disks":       "templates/cluster-template-data-disks.yaml",
 	"high-performance": "templates/cluster-template-high-performance.yaml",
+	"gpu":              "templates/cluster-template-gpu.yaml",
+	"gpu-passthrough":  "templates/cluster-template-gpu-passthrough.yaml",
 }
+
+// gpuFlavors are the flavors that add a pool of GPU workers (<name>-md-gpu) to the default one.
+var gpuFlavors = []string{"gpu", "gpu-passthrough"}
 
 // clusterClasses are the ClusterClass files in templates/, by class name: clusterctl looks
 // for clusterclass-<name>.yaml in the provider's repository when a template's Cluster names
@@ -72,6 +77,7 @@ var templateVars = map[string]string{
 	"OVIRT_NODE_GATEWAY":                "10.0.1.1",
 	"OVIRT_NODE_NAMESERVERS":            "10.0.0.53",
 	"OVIRT_CONTROL_PLANE_ENDPOINT_POOL": "vips",
+	"OVIRT_GPU_DEVICE_ID":               "20b5",
 }
 
 // testSSHKey is the public key the tests give OVIRT_SSH_AUTHORIZED_KEY.
@@ -253,6 +259,8 @@ func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
 		"topology":         base,
 		"data-disks":       base,
 		"high-performance": base,
+		"gpu":              base,
+		"gpu-passthrough":  with("OVIRT_GPU_DEVICE_ID"),
 		// The endpoint comes from the pool: its host is no variable.
 		"kube-vip-pool": {"KUBERNETES_VERSION", "OVIRT_CLUSTER_NAME", "OVIRT_CONTROL_PLANE_ENDPOINT_POOL", "OVIRT_PROVIDER", "OVIRT_SSH_AUTHORIZED_KEY", "OVIRT_TEMPLATE_NAME"},
 	}
@@ -341,6 +349,8 @@ func typedObject(t *testing.T, file string, u *unstructured.Unstructured) runtim
 		obj = &infrav1.OVirtClusterTemplate{}
 	case "OVirtMachineTemplate":
 		obj = &infrav1.OVirtMachineTemplate{}
+	case "OVirtRemediationTemplate":
+		obj = &infrav1.OVirtRemediationTemplate{}
 	case "InClusterIPPool":
 		obj = &ipamv1.InClusterIPPool{}
 	default:
@@ -390,7 +400,9 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 				case *controlplanev1.KubeadmControlPlane:
 					kcp = o
 				case *clusterv1.MachineDeployment:
-					md = o
+					if strings.HasSuffix(o.Name, "-md-0") {
+						md = o
+					}
 				case *infrav1.OVirtMachineTemplate:
 					templates[o.Name] = o
 				}
@@ -402,6 +414,15 @@ func TestClusterTemplatesDecodeIntoTheAPITypes(t *testing.T) {
 			}
 			if flavor == "static-ip" {
 				wantKinds["InClusterIPPool"] = 1
+			}
+			if slices.Contains(gpuFlavors, flavor) {
+				// The GPU pool: its MachineDeployment, bootstrap and machine templates, health
+				// check and remediation template.
+				wantKinds["MachineDeployment"]++
+				wantKinds["KubeadmConfigTemplate"]++
+				wantKinds["OVirtMachineTemplate"]++
+				wantKinds["MachineHealthCheck"]++
+				wantKinds["OVirtRemediationTemplate"] = 1
 			}
 			g.Expect(kinds).To(Equal(wantKinds))
 
@@ -503,4 +524,120 @@ func TestVMContentsFlavorsOnlyAddTheirLines(t *testing.T) {
 		}
 		g.Expect(strings.Join(kept, "\n")).To(Equal(want), "%s must equal cluster-template.yaml plus its own lines", clusterTemplates[flavor])
 	}
+}
+
+// TestGPUFlavorsAreTheDefaultPlusAGPUPool keeps the gpu flavors from drifting away from the
+// default one: each is cluster-template.yaml unchanged, then the GPU pool, whose
+// MachineDeployment, KubeadmConfigTemplate, OVirtMachineTemplate and MachineHealthCheck are those
+// of md-0 renamed to md-gpu with only the pool's own changes, and its OVirtRemediationTemplate.
+func TestGPUFlavorsAreTheDefaultPlusAGPUPool(t *testing.T) {
+	split := func(s string) []string {
+		var out []string
+		for _, d := range strings.Split(withoutComments(s), "\n---\n") {
+			if strings.TrimSpace(d) != "" {
+				out = append(out, strings.TrimSpace(d))
+			}
+		}
+		return out
+	}
+	parse := func(t *testing.T, doc string) map[string]any {
+		t.Helper()
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		return m
+	}
+	base := split(string(mustRead(t, clusterTemplates[""])))
+	// md-0's objects, in the order of the file: MachineDeployment, KubeadmConfigTemplate,
+	// OVirtMachineTemplate, MachineHealthCheck.
+	var workers []string
+	for _, d := range base {
+		if strings.Contains(d, "${CLUSTER_NAME}-md-0") {
+			workers = append(workers, strings.ReplaceAll(d, "${CLUSTER_NAME}-md-0", "${CLUSTER_NAME}-md-gpu"))
+		}
+	}
+	if len(workers) != 4 {
+		t.Fatalf("the default flavor's md-0 has %d objects, want 4", len(workers))
+	}
+
+	accelerator := map[string]string{
+		"gpu":             "cluster-api/accelerator=${OVIRT_GPU_MDEV_TYPE:=nvidia-22}",
+		"gpu-passthrough": "cluster-api/accelerator=${OVIRT_GPU_VENDOR_ID:=10de}-${OVIRT_GPU_DEVICE_ID}",
+	}
+	gpus := map[string]map[string]any{
+		"gpu": {"type": "VGPU", "mdevType": "${OVIRT_GPU_MDEV_TYPE:=nvidia-22}"},
+		"gpu-passthrough": {"type": "Passthrough", "vendorID": "${OVIRT_GPU_VENDOR_ID:=10de}",
+			"deviceID": "${OVIRT_GPU_DEVICE_ID}"},
+	}
+	for _, flavor := range gpuFlavors {
+		t.Run(flavor, func(t *testing.T) {
+			g := NewWithT(t)
+			docs := split(string(mustRead(t, clusterTemplates[flavor])))
+			g.Expect(len(docs)).To(BeNumerically(">", len(base)))
+			g.Expect(docs[:len(base)]).To(Equal(base), "%s begins with cluster-template.yaml, unchanged", clusterTemplates[flavor])
+			pool := docs[len(base):]
+			kinds := []string{}
+			for _, d := range pool {
+				kinds = append(kinds, fmt.Sprint(parse(t, d)["kind"]))
+			}
+			g.Expect(kinds).To(Equal([]string{"MachineDeployment", "KubeadmConfigTemplate", "OVirtMachineTemplate",
+				"OVirtRemediationTemplate", "MachineHealthCheck"}))
+
+			// The pool's objects are md-0's with these changes.
+			md := parse(t, workers[0])
+			g.Expect(unstructured.SetNestedField(md, map[string]any{
+				"capacity.cluster-autoscaler.kubernetes.io/labels": accelerator[flavor]}, "metadata", "annotations")).To(Succeed())
+			g.Expect(unstructured.SetNestedField(md, "${OVIRT_GPU_WORKER_MACHINE_COUNT:=1}", "spec", "replicas")).To(Succeed())
+			g.Expect(parse(t, pool[0])).To(Equal(md), "the GPU MachineDeployment is md-0's plus its autoscaler annotation")
+
+			kct := parse(t, workers[1])
+			g.Expect(unstructured.SetNestedSlice(kct, []any{map[string]any{"name": "node-labels", "value": accelerator[flavor]}},
+				"spec", "template", "spec", "joinConfiguration", "nodeRegistration", "kubeletExtraArgs")).To(Succeed())
+			g.Expect(parse(t, pool[1])).To(Equal(kct), "the GPU KubeadmConfigTemplate is md-0's plus the kubelet's node label")
+
+			omt := parse(t, workers[2])
+			gpu := map[string]any{"count": "${OVIRT_GPU_COUNT:=1}", "resourceName": "${OVIRT_GPU_RESOURCE_NAME:=nvidia.com/gpu}"}
+			for k, v := range gpus[flavor] {
+				gpu[k] = v
+			}
+			g.Expect(unstructured.SetNestedSlice(omt, []any{gpu}, "spec", "template", "spec", "gpus")).To(Succeed())
+			g.Expect(parse(t, pool[2])).To(Equal(omt), "the GPU OVirtMachineTemplate is md-0's plus gpus")
+
+			mhc := parse(t, workers[3])
+			g.Expect(unstructured.SetNestedMap(mhc, map[string]any{"templateRef": map[string]any{
+				"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "OVirtRemediationTemplate", "name": "${CLUSTER_NAME}-md-gpu",
+			}}, "spec", "remediation")).To(Succeed())
+			g.Expect(parse(t, pool[4])).To(Equal(mhc),
+				"the GPU MachineHealthCheck is md-0's with the remediation template instead of triggerIf")
+
+			ort := parse(t, pool[3])
+			g.Expect(ort["metadata"]).To(Equal(map[string]any{"name": "${CLUSTER_NAME}-md-gpu", "namespace": "${NAMESPACE}"}))
+			g.Expect(ort["spec"]).To(Equal(map[string]any{"template": map[string]any{"spec": map[string]any{"strategy": map[string]any{
+				"type": "Reboot", "retryLimit": "${OVIRT_REMEDIATION_RETRY_LIMIT:=1}", "timeout": "${OVIRT_REMEDIATION_TIMEOUT:=5m}"}}}}))
+		})
+	}
+
+	t.Run("the two gpu flavors differ only in the kind of GPU", func(t *testing.T) {
+		g := NewWithT(t)
+		vgpu := strings.ReplaceAll(withoutComments(string(mustRead(t, clusterTemplates["gpu"]))), accelerator["gpu"], accelerator["gpu-passthrough"])
+		pass := withoutComments(string(mustRead(t, clusterTemplates["gpu-passthrough"])))
+		var kept []string
+		for _, line := range strings.Split(pass, "\n") {
+			switch strings.TrimSpace(line) {
+			case "- type: Passthrough", `vendorID: "${OVIRT_GPU_VENDOR_ID:=10de}"`, `deviceID: "${OVIRT_GPU_DEVICE_ID}"`:
+			default:
+				kept = append(kept, line)
+			}
+		}
+		var want []string
+		for _, line := range strings.Split(vgpu, "\n") {
+			switch strings.TrimSpace(line) {
+			case "- type: VGPU", `mdevType: "${OVIRT_GPU_MDEV_TYPE:=nvidia-22}"`:
+			default:
+				want = append(want, line)
+			}
+		}
+		g.Expect(kept).To(Equal(want))
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,16 @@ var flavorVars = map[string]string{
 	// data-disks and high-performance.
 	"OVIRT_ETCD_DISK_SIZE_GB": "40",
 	"OVIRT_HUGEPAGES_KIB":     "1048576",
+	// gpu and gpu-passthrough (the GPU pool), and the ClusterClass's reboot-worker.
+	"OVIRT_GPU_WORKER_MACHINE_COUNT": "4",
+	"OVIRT_GPU_MDEV_TYPE":            "nvidia-63",
+	"OVIRT_GPU_VENDOR_ID":            "1002",
+	"OVIRT_GPU_DEVICE_ID":            "740f",
+	"OVIRT_GPU_COUNT":                "2",
+	"OVIRT_GPU_RESOURCE_NAME":        "amd.com/gpu",
+	"OVIRT_REMEDIATION_RETRY_LIMIT":  "3",
+	"OVIRT_REMEDIATION_TIMEOUT":      "10m",
+	"OVIRT_WORKER_CLASS":             "reboot-worker",
 }
 
 // flavorTemplateNames are the oVirt templates the flavors need: Ignition needs an rhcos_x64 one.
@@ -194,9 +205,11 @@ type flavorObjects struct {
 	class      *clusterv1.ClusterClass
 	ovc        *infrav1.OVirtCluster
 	kcp        *controlplanev1.KubeadmControlPlane
-	md         *clusterv1.MachineDeployment
-	kct        *bootstrapv1.KubeadmConfigTemplate
+	md         *clusterv1.MachineDeployment // <name>-md-0
+	mds        map[string]*clusterv1.MachineDeployment
+	kct        *bootstrapv1.KubeadmConfigTemplate // md-0's
 	mhcs       []*clusterv1.MachineHealthCheck
+	rts        map[string]*infrav1.OVirtRemediationTemplate
 	templates  map[string]*infrav1.OVirtMachineTemplate
 	pools      map[string]*ipamv1.InClusterIPPool
 	kcpts      map[string]*controlplanev1.KubeadmControlPlaneTemplate
@@ -209,7 +222,8 @@ func indexFlavor(t *testing.T, flavor string, objs []*unstructured.Unstructured)
 	t.Helper()
 	f := &flavorObjects{all: objs, kinds: map[string]int{}, templates: map[string]*infrav1.OVirtMachineTemplate{},
 		pools: map[string]*ipamv1.InClusterIPPool{}, kcpts: map[string]*controlplanev1.KubeadmControlPlaneTemplate{},
-		kcts: map[string]*bootstrapv1.KubeadmConfigTemplate{}, ovcts: map[string]*infrav1.OVirtClusterTemplate{}, namespaces: map[string]bool{}}
+		kcts: map[string]*bootstrapv1.KubeadmConfigTemplate{}, ovcts: map[string]*infrav1.OVirtClusterTemplate{}, namespaces: map[string]bool{},
+		mds: map[string]*clusterv1.MachineDeployment{}, rts: map[string]*infrav1.OVirtRemediationTemplate{}}
 	for _, u := range objs {
 		f.kinds[u.GetKind()]++
 		f.namespaces[u.GetNamespace()] = true
@@ -223,10 +237,14 @@ func indexFlavor(t *testing.T, flavor string, objs []*unstructured.Unstructured)
 		case *controlplanev1.KubeadmControlPlane:
 			f.kcp = o
 		case *clusterv1.MachineDeployment:
-			f.md = o
+			f.mds[o.Name] = o
+			if f.md == nil || strings.HasSuffix(o.Name, "-md-0") {
+				f.md = o
+			}
 		case *bootstrapv1.KubeadmConfigTemplate:
-			f.kct = o
 			f.kcts[o.Name] = o
+		case *infrav1.OVirtRemediationTemplate:
+			f.rts[o.Name] = o
 		case *clusterv1.MachineHealthCheck:
 			f.mhcs = append(f.mhcs, o)
 		case *infrav1.OVirtMachineTemplate:
@@ -237,6 +255,13 @@ func indexFlavor(t *testing.T, flavor string, objs []*unstructured.Unstructured)
 			f.kcpts[o.Name] = o
 		case *infrav1.OVirtClusterTemplate:
 			f.ovcts[o.Name] = o
+		}
+	}
+	if f.md != nil {
+		f.kct = f.kcts[f.md.Spec.Template.Spec.Bootstrap.ConfigRef.Name]
+	} else if len(f.kcts) == 1 {
+		for _, kct := range f.kcts {
+			f.kct = kct
 		}
 	}
 	return f
@@ -287,6 +312,31 @@ func TestEveryFlavorIsAcceptedByTheAPIServer(t *testing.T) {
 		})
 	}
 
+	t.Run("the control: the API server holds the GPU and remediation rules", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		objs := renderFlavor(t, config, version, "gpu", "flavor-gpu-control")
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flavor-gpu-control"}})).To(Succeed())
+		var checked int
+		for _, o := range objs {
+			o = o.DeepCopy()
+			switch {
+			case o.GetKind() == "OVirtMachineTemplate" && o.GetName() == "prod-a-md-gpu":
+				gpus, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "gpus")
+				gpus[0].(map[string]any)["vendorID"] = "10de"
+				g.Expect(unstructured.SetNestedSlice(o.Object, gpus, "spec", "template", "spec", "gpus")).To(Succeed())
+				g.Expect(c.Create(ctx, o)).To(MatchError(ContainSubstring("a VGPU needs mdevType and takes neither vendorID nor deviceID")))
+				checked++
+			case o.GetKind() == "OVirtRemediationTemplate":
+				g.Expect(unstructured.SetNestedField(o.Object, "2h", "spec", "template", "spec", "strategy", "timeout")).To(Succeed())
+				g.Expect(c.Create(ctx, o)).To(MatchError(ContainSubstring("timeout must be between 1m and 1h")))
+				checked++
+			}
+		}
+		g.Expect(checked).To(Equal(2))
+	})
+
 	t.Run("the control: the API server validates the CRDs' schemas", func(t *testing.T) {
 		g := NewWithT(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -319,7 +369,14 @@ func expectClassicFlavor(t *testing.T, flavor string, f *flavorObjects) {
 	g.Expect(f.kcp).NotTo(BeNil())
 	g.Expect(f.md).NotTo(BeNil())
 	g.Expect(f.kct).NotTo(BeNil())
-	g.Expect(f.templates).To(HaveLen(2))
+	if slices.Contains(gpuFlavors, flavor) {
+		g.Expect(f.templates).To(HaveLen(3), "control plane, md-0 and the GPU pool")
+		g.Expect(f.mds).To(HaveLen(2))
+	} else {
+		g.Expect(f.templates).To(HaveLen(2))
+		g.Expect(f.mds).To(HaveLen(1))
+		g.Expect(f.rts).To(BeEmpty(), "the flavor's MachineHealthChecks leave remediation to the owners")
+	}
 	g.Expect(f.cluster.Spec.ClusterNetwork.Pods.CIDRBlocks).To(Equal([]string{"172.20.0.0/16"}))
 
 	// Every value of flavorVars reaches the objects.
@@ -389,6 +446,8 @@ func expectClassicFlavor(t *testing.T, flavor string, f *flavorObjects) {
 			g.Expect(s.Performance).To(Equal(&infrav1.Performance{CPUMode: infrav1.CPUModeHostPassthrough, HugePagesKiB: infrav1.HugePages1Gi,
 				IOThreads: 1, MultiQueues: ptr.To(true), Ballooning: ptr.To(false)}), name)
 		}
+	case "gpu", "gpu-passthrough":
+		expectGPUPool(t, flavor, f)
 	case "kube-vip", "kube-vip-pool":
 		expectKubeVIP(t, flavor, f)
 	case "ignition":
@@ -432,6 +491,68 @@ func expectMachineHealthChecks(g Gomega, f *flavorObjects) {
 	}
 	g.Expect(controlPlane).To(Equal(1), "one MachineHealthCheck selects the control-plane machines")
 	g.Expect(workers).To(Equal(1), "one MachineHealthCheck selects the workers of %s", f.md.Name)
+}
+
+// expectGPUPool checks the GPU pool of the gpu flavors: its MachineDeployment, the GPUs of its
+// OVirtMachineTemplate, the autoscaler's GPU label on its nodes, and its MachineHealthCheck,
+// which reboots through the pool's OVirtRemediationTemplate (the values of flavorVars) while the
+// control plane's and md-0's leave remediation to KubeadmControlPlane and the MachineSet.
+func expectGPUPool(t *testing.T, flavor string, f *flavorObjects) {
+	t.Helper()
+	g := NewWithT(t)
+	md := f.mds["prod-a-md-gpu"]
+	g.Expect(md).NotTo(BeNil(), "the GPU MachineDeployment")
+	g.Expect(md.Spec.ClusterName).To(Equal(f.cluster.Name))
+	g.Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(4)), "OVIRT_GPU_WORKER_MACHINE_COUNT")
+	g.Expect(md.Spec.Template.Labels).To(HaveKeyWithValue(clusterv1.MachineDeploymentNameLabel, md.Name))
+
+	wantGPU := infrav1.GPU{Type: infrav1.GPUTypeVGPU, MdevType: "nvidia-63", Count: 2, ResourceName: "amd.com/gpu"}
+	accelerator := "cluster-api/accelerator=nvidia-63"
+	if flavor == "gpu-passthrough" {
+		wantGPU = infrav1.GPU{Type: infrav1.GPUTypePassthrough, VendorID: "1002", DeviceID: "740f", Count: 2, ResourceName: "amd.com/gpu"}
+		accelerator = "cluster-api/accelerator=1002-740f"
+	}
+	tpl := f.templates[md.Spec.Template.Spec.InfrastructureRef.Name]
+	g.Expect(tpl).NotTo(BeNil())
+	g.Expect(tpl.Spec.Template.Spec.GPUs).To(Equal([]infrav1.GPU{wantGPU}))
+	worker := f.templates[f.md.Spec.Template.Spec.InfrastructureRef.Name]
+	g.Expect(worker.Spec.Template.Spec.GPUs).To(BeEmpty(), "md-0 has no GPU")
+	g.Expect(f.templates[f.kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name].Spec.Template.Spec.GPUs).To(BeEmpty())
+	want := worker.Spec.Template.Spec.DeepCopy()
+	want.GPUs = []infrav1.GPU{wantGPU}
+	g.Expect(tpl.Spec.Template.Spec).To(Equal(*want), "the GPU workers are md-0's workers plus the GPUs")
+
+	// The cluster autoscaler's GPU label: on the Nodes through the kubelet, on the nodes of a
+	// scale from zero through the annotation.
+	kct := f.kcts[md.Spec.Template.Spec.Bootstrap.ConfigRef.Name]
+	g.Expect(kct).NotTo(BeNil())
+	g.Expect(kct.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs).To(Equal([]bootstrapv1.Arg{
+		{Name: "node-labels", Value: ptr.To(accelerator)}}))
+	g.Expect(md.Annotations).To(HaveKeyWithValue("capacity.cluster-autoscaler.kubernetes.io/labels", accelerator))
+	g.Expect(kct.Spec.Template.Spec.Users).To(Equal(f.kct.Spec.Template.Spec.Users), "the GPU nodes have the ssh user too")
+
+	// Remediation: the GPU pool's MachineHealthCheck reboots first, the others never.
+	var gpuMHC *clusterv1.MachineHealthCheck
+	for _, mhc := range f.mhcs {
+		sel, err := metav1.LabelSelectorAsSelector(&mhc.Spec.Selector)
+		g.Expect(err).NotTo(HaveOccurred())
+		if sel.Matches(labels.Set(md.Spec.Template.Labels)) {
+			g.Expect(gpuMHC).To(BeNil(), "one MachineHealthCheck selects the GPU workers")
+			gpuMHC = mhc
+			continue
+		}
+		g.Expect(mhc.Spec.Remediation.TemplateRef.IsDefined()).To(BeFalse(), "%s: the control plane and md-0 keep their owners' remediation", mhc.Name)
+	}
+	g.Expect(gpuMHC).NotTo(BeNil())
+	g.Expect(gpuMHC.Spec.Checks.UnhealthyNodeConditions).NotTo(BeEmpty())
+	ref := gpuMHC.Spec.Remediation.TemplateRef
+	g.Expect(ref).To(Equal(clusterv1.MachineHealthCheckRemediationTemplateReference{
+		APIVersion: infrav1.GroupVersion.String(), Kind: "OVirtRemediationTemplate", Name: "prod-a-md-gpu"}))
+	g.Expect(f.rts).To(HaveLen(1))
+	rt := f.rts[ref.Name]
+	g.Expect(rt).NotTo(BeNil(), "the MachineHealthCheck's remediation template is in the output")
+	g.Expect(rt.Spec.Template.Spec.Strategy).To(Equal(&infrav1.RemediationStrategy{Type: infrav1.RemediationStrategyReboot,
+		RetryLimit: ptr.To[int32](3), Timeout: &metav1.Duration{Duration: 10 * time.Minute}}), "OVIRT_REMEDIATION_RETRY_LIMIT, OVIRT_REMEDIATION_TIMEOUT")
 }
 
 // expectKubeVIP checks the kube-vip static pod of the KubeadmControlPlane.
@@ -537,7 +658,7 @@ func expectTopology(t *testing.T, f *flavorObjects) {
 	g.Expect(topo.Version).To(Equal("v1.34.1"))
 	g.Expect(topo.ControlPlane.Replicas).To(HaveValue(BeEquivalentTo(3)))
 	g.Expect(topo.Workers.MachineDeployments).To(HaveLen(1))
-	g.Expect(topo.Workers.MachineDeployments[0].Class).To(Equal("default-worker"))
+	g.Expect(topo.Workers.MachineDeployments[0].Class).To(Equal("reboot-worker"), "OVIRT_WORKER_CLASS")
 	g.Expect(topo.Workers.MachineDeployments[0].Replicas).To(HaveValue(BeEquivalentTo(2)))
 
 	values := map[string]any{}
@@ -579,7 +700,7 @@ func expectClusterClass(t *testing.T, f *flavorObjects, declared map[string]clus
 	g.Expect(cc.ControlPlane.TemplateRef.Kind).To(Equal("KubeadmControlPlaneTemplate"))
 	g.Expect(f.templates).To(HaveKey(cc.ControlPlane.MachineInfrastructure.TemplateRef.Name))
 	g.Expect(cc.ControlPlane.MachineInfrastructure.TemplateRef.Kind).To(Equal("OVirtMachineTemplate"))
-	g.Expect(cc.Workers.MachineDeployments).To(HaveLen(1))
+	g.Expect(cc.Workers.MachineDeployments).To(HaveLen(2))
 	mdc := cc.Workers.MachineDeployments[0]
 	g.Expect(mdc.Class).To(Equal("default-worker"))
 	g.Expect(f.kcts).To(HaveKey(mdc.Bootstrap.TemplateRef.Name))
@@ -590,8 +711,32 @@ func expectClusterClass(t *testing.T, f *flavorObjects, declared map[string]clus
 	// MachineHealthChecks of the class, for the control plane and for default-worker.
 	g.Expect(cc.ControlPlane.HealthCheck.Checks.UnhealthyNodeConditions).NotTo(BeEmpty())
 	g.Expect(cc.ControlPlane.HealthCheck.Checks.NodeStartupTimeoutSeconds).NotTo(BeNil())
+	g.Expect(cc.ControlPlane.HealthCheck.Remediation.TemplateRef.IsDefined()).To(BeFalse(), "KubeadmControlPlane remediates the control plane")
 	g.Expect(mdc.HealthCheck.Checks.UnhealthyNodeConditions).NotTo(BeEmpty())
 	g.Expect(mdc.HealthCheck.Checks.NodeStartupTimeoutSeconds).NotTo(BeNil())
+	g.Expect(mdc.HealthCheck.Remediation.TemplateRef.IsDefined()).To(BeFalse(), "default-worker: the MachineSet replaces")
+
+	// reboot-worker: default-worker whose MachineHealthCheck reboots first, through the class's
+	// OVirtRemediationTemplate (the values of flavorVars).
+	reboot := cc.Workers.MachineDeployments[1]
+	g.Expect(reboot.Class).To(Equal("reboot-worker"))
+	ref := reboot.HealthCheck.Remediation.TemplateRef
+	g.Expect(ref.APIVersion).To(Equal(infrav1.GroupVersion.String()))
+	g.Expect(ref.Kind).To(Equal("OVirtRemediationTemplate"))
+	g.Expect(f.rts).To(HaveKey(ref.Name), "the class's remediation template is in the output")
+	g.Expect(f.rts[ref.Name].Spec.Template.Spec.Strategy).To(Equal(&infrav1.RemediationStrategy{Type: infrav1.RemediationStrategyReboot,
+		RetryLimit: ptr.To[int32](3), Timeout: &metav1.Duration{Duration: 10 * time.Minute}}))
+	same := reboot.DeepCopy()
+	same.Class = mdc.Class
+	same.HealthCheck.Remediation.TemplateRef = clusterv1.MachineHealthCheckRemediationTemplateReference{}
+	g.Expect(*same).To(Equal(mdc), "reboot-worker differs from default-worker only in its remediation template")
+	for _, p := range cc.Patches {
+		for _, d := range p.Definitions {
+			if names := d.Selector.MatchResources.MachineDeploymentClass; names != nil && len(names.Names) > 0 {
+				g.Expect(names.Names).To(ConsistOf("default-worker", "reboot-worker"), "patch %s patches both worker classes", p.Name)
+			}
+		}
+	}
 
 	for _, want := range []string{"provider", "ovirtCluster", "template", "controlPlaneEndpoint", "vnicProfile", "ipPool",
 		"failureDomains", "controlPlaneAntiAffinity", "sshAuthorizedKeys", "controlPlaneMachine", "workerMachine"} {

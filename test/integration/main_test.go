@@ -117,6 +117,9 @@ func newSimulator() (*ovirtsim.Simulator, error) {
 	for _, c := range placementClusters() {
 		b = b.WithCluster(c)
 	}
+	for _, c := range gpuClusters() {
+		b = b.WithCluster(c)
+	}
 	return b.
 		WithCluster(ovirtsim.Cluster{Name: "Default", Networks: []string{"ovirtmgmt", "storage"}}).
 		WithCluster(ovirtsim.Cluster{Name: "Secondary", DataCenter: "DC2", Networks: []string{"ovirtmgmt"}}).

@@ -214,6 +214,20 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ok(map[string]bool{"enabled": on})
 		}
+	case "PUT vms/{id}/guest-hung":
+		if on, err := decodeSwitch(r, "enabled"); err != nil {
+			fail(err)
+		} else if err := s.SetGuestHung(segs[1], on); err != nil {
+			fail(err)
+		} else {
+			ok(map[string]bool{"enabled": on})
+		}
+	case "GET vms/{id}/guest":
+		if g, err := s.Guest(segs[1]); err != nil {
+			fail(err)
+		} else {
+			ok(g)
+		}
 	case "GET vms/{id}/initialization":
 		if in, err := s.Initialization(segs[1]); err != nil {
 			fail(err)

@@ -175,6 +175,7 @@ func (s *Simulator) GuestExited(vmID string, run int, err error) {
 // bootGuest queues the boot of v's guest for a start at now with the config drive of payload,
 // if any (for the whole run: a reboot keeps it, unless the run is a volatile run once).
 func (inv *inventory) bootGuest(v *vm, payload *VMInitialization) {
+	v.boots, v.hung = v.boots+1, false
 	if inv.guests == nil {
 		return
 	}

@@ -64,6 +64,7 @@ func (s *Simulator) vmExited(v *vm, now time.Time, status, reason string, killGu
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
 	v.leaveHost()
 	v.recordExit(status, reason)
+	s.inv.vmWentDown(v, h, now, now)
 	if killGuest {
 		s.inv.guestOp(v, guestPowerOff)
 	}
@@ -112,9 +113,11 @@ func (s *Simulator) relaunch(v *vm, h *host, now time.Time) {
 	v.power, v.phaseAt = phaseStarting, now
 	v.wfl, v.pu, v.gaDelay = tm.WaitForLaunch, tm.PoweringUp, tm.GuestAgentDelay
 	h.place(v)
+	v.boots, v.hung = v.boots+1, false
 	if s.inv.guests != nil {
 		s.inv.guests.enqueue(guestOp{kind: guestBoot, boot: s.inv.nextBoot(v)})
 	}
+	s.afterLaunch(v, h, now)
 }
 
 // CrashVM makes the process of a running VM die abnormally (VDSM reports it down with

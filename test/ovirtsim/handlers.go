@@ -30,6 +30,8 @@ func apiRoutes() []route {
 		newRoute("DELETE", "/clusters/{id}/affinitygroups/{id}/vms/{id}", hRemoveGroupVM),
 		newRoute("GET", "/hosts", hHosts),
 		newRoute("GET", "/hosts/{id}", hHost),
+		newRoute("GET", "/hosts/{id}/devices", hHostDevices),
+		newRoute("GET", "/hosts/{id}/devices/{id}", hHostDevice),
 		newRoute("GET", "/datacenters", hDataCenters),
 		newRoute("GET", "/datacenters/{id}", hDataCenter),
 		newRoute("GET", "/datacenters/{id}/clusters", hDataCenterClusters),
@@ -60,6 +62,12 @@ func apiRoutes() []route {
 		newRoute("POST", "/vms/{id}/stop", hStop),
 		newRoute("POST", "/vms/{id}/shutdown", hShutdown),
 		newRoute("POST", "/vms/{id}/reboot", hReboot),
+		newRoute("POST", "/vms/{id}/reset", hReset),
+		newRoute("GET", "/vms/{id}/hostdevices", hVMHostDevices),
+		newRoute("POST", "/vms/{id}/hostdevices", hAddVMHostDevice),
+		newRoute("GET", "/vms/{id}/hostdevices/{id}", hVMHostDevice),
+		newRoute("DELETE", "/vms/{id}/hostdevices/{id}", hRemoveVMHostDevice),
+		newRoute("GET", "/vms/{id}/mediateddevices", hVMMediatedDevices),
 		newRoute("GET", "/vms/{id}/diskattachments", hAttachments),
 		newRoute("POST", "/vms/{id}/diskattachments", hAddAttachment),
 		newRoute("GET", "/vms/{id}/diskattachments/{id}", hAttachment),
@@ -1427,7 +1435,11 @@ func hStart(s *Simulator, rq *apiReq) {
 			// Without an agent VDSM reports Up only after its timeout.
 			tm.PoweringUp = tm.NoAgentPoweringUp
 		}
-		return s.inv.startVM(v, now, tm, p), "Launching VM " + v.name, now.Add(tm.WaitForLaunch + tm.PoweringUp)
+		aerr := s.inv.startVM(v, now, tm, p)
+		if aerr == nil {
+			s.afterLaunch(v, v.host, now) // hostdevices.go
+		}
+		return aerr, "Launching VM " + v.name, now.Add(tm.WaitForLaunch + tm.PoweringUp)
 	})
 }
 

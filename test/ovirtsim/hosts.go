@@ -31,6 +31,11 @@ type host struct {
 	status    string
 	vms       map[*vm]struct{} // VMs placed here; one that went down since is skipped (vm.runningOn)
 	hugePages []HugePages      // static huge pages (ha.go)
+	// passthrough is device_passthrough.enabled, devices the host_device rows (hostdevices.go),
+	// refreshAt the pending refreshes of their available_instances.
+	passthrough bool
+	devices     []*hostDevice
+	refreshAt   []time.Time
 }
 
 // runningVMs lists the VMs running on h now, by name.
@@ -126,8 +131,13 @@ func (inv *inventory) addHost(cl *cluster, h Host) (*host, error) {
 	if err := checkHugePages(h.Name, h.HugePages); err != nil {
 		return nil, err
 	}
+	devs, err := newHostDevices(h)
+	if err != nil {
+		return nil, err
+	}
 	o := &host{id: uuid4(inv.hostRng), name: h.Name, cluster: cl, memory: h.MemoryGB * gib, status: h.Status,
-		vms: map[*vm]struct{}{}, hugePages: append([]HugePages(nil), h.HugePages...)}
+		vms: map[*vm]struct{}{}, hugePages: append([]HugePages(nil), h.HugePages...),
+		passthrough: h.DevicePassthrough, devices: devs}
 	inv.hosts = append(inv.hosts, o)
 	inv.hostByName[o.name] = o
 	inv.byID[o.id] = o
@@ -283,6 +293,9 @@ func (s *Simulator) SetHostStatus(name, status string) error {
 	switch status {
 	case "up", h.status:
 		h.status = status
+		if status == "up" {
+			s.inv.refreshHostDevices(h, now) // the host's monitoring reports its devices again
+		}
 		return nil
 	case "maintenance", "preparing_for_maintenance":
 		return s.evacuate(h, status, now)
@@ -295,6 +308,7 @@ func (s *Simulator) SetHostStatus(name, status string) error {
 		delete(h.vms, v)
 		v.host = nil
 		s.inv.guestOp(v, guestPowerOff)
+		s.inv.vmWentDown(v, h, now, now)
 	}
 	// HaAutoStartVmsRunner restarts the highly available VMs, by priority.
 	slices.SortStableFunc(victims, func(a, b *vm) int { return cmp.Compare(b.haPriority, a.haPriority) })
@@ -344,6 +358,7 @@ func (s *Simulator) launch(v *vm, h *host, now time.Time) {
 	v.runOnce, v.volatileRun = false, false
 	h.place(v)
 	s.inv.bootGuest(v, nil)
+	s.afterLaunch(v, h, now)
 }
 
 // ---- REST
@@ -390,6 +405,9 @@ func renderHost(inv *inventory, h *host, now time.Time) *ovirtsdk.Host {
 	pm := &ovirtsdk.PowerManagement{}
 	pm.SetEnabled(false)
 	o.SetPowerManagement(pm)
+	dp := &ovirtsdk.HostDevicePassthrough{}
+	dp.SetEnabled(h.passthrough) // HostMapper: isHostDevicePassthroughEnabled
+	o.SetDevicePassthrough(dp)
 	cpu := &ovirtsdk.Cpu{}
 	cpu.SetName("Intel(R) Xeon(R) Gold 6248R CPU @ 3.00GHz")
 	tp := &ovirtsdk.CpuTopology{}

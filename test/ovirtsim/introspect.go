@@ -59,6 +59,12 @@ type VMState struct {
 	VMSettings
 	// Tags are the names of the tags assigned to the VM (GET /vms/{id}/tags), sorted.
 	Tags []string `json:"tags"`
+	// Guest is what the VM's guest did so far: its boots and whether it hangs (reset.go).
+	Guest GuestState `json:"guest"`
+	// HostDevices are the names of the VM's host devices (placeholders included), MDevTypes
+	// the vGPU types it asks for (hostdevices.go).
+	HostDevices []string `json:"host_devices,omitempty"`
+	MDevTypes   []string `json:"mdev_types,omitempty"`
 }
 
 // DiskState is a snapshot of one disk.
@@ -216,7 +222,7 @@ func diskState(d *disk, now time.Time) DiskState {
 	return ds
 }
 
-func vmState(v *vm, now time.Time, guestAgent bool) VMState {
+func vmState(inv *inventory, v *vm, now time.Time, guestAgent bool) VMState {
 	st := VMState{ID: v.id, Name: v.name, Cluster: v.cluster.name, NoGuestAgent: v.noAgent, Template: v.template.name,
 		TemplateVersion: v.template.version, Status: v.status(now), Clone: v.clone,
 		Comment: v.comment, Description: v.description, CustomScript: v.customScript, HostName: v.hostName,
@@ -228,6 +234,11 @@ func vmState(v *vm, now time.Time, guestAgent bool) VMState {
 		st.Host = h.name
 	}
 	st.Tags = vmTagNames(v)
+	st.Guest = GuestState{Boots: v.boots, Hung: v.hung}
+	st.MDevTypes = inv.mdevTypes(v)
+	for _, hd := range v.hostDevs {
+		st.HostDevices = append(st.HostDevices, hd.dev.name)
+	}
 	for _, d := range v.disks {
 		st.Disks = append(st.Disks, diskState(d, now))
 	}
@@ -257,7 +268,7 @@ func (s *Simulator) VM(id string) (VMState, bool) {
 	if v == nil {
 		return VMState{}, false
 	}
-	return vmState(v, time.Now(), s.guestAgent), true
+	return vmState(s.inv, v, time.Now(), s.guestAgent), true
 }
 
 // VMByName returns the state of a VM by exact name.
@@ -268,7 +279,7 @@ func (s *Simulator) VMByName(name string) (VMState, bool) {
 	if v == nil {
 		return VMState{}, false
 	}
-	return vmState(v, time.Now(), s.guestAgent), true
+	return vmState(s.inv, v, time.Now(), s.guestAgent), true
 }
 
 // VMs returns the state of every VM, sorted by name.
@@ -281,7 +292,7 @@ func (s *Simulator) VMs() []VMState {
 func (s *Simulator) vmStates(now time.Time) []VMState {
 	out := make([]VMState, 0, len(s.inv.vms))
 	for _, v := range s.inv.vms {
-		out = append(out, vmState(v, now, s.guestAgent))
+		out = append(out, vmState(s.inv, v, now, s.guestAgent))
 	}
 	slices.SortFunc(out, func(a, b VMState) int { return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID)) })
 	return out

@@ -2,6 +2,7 @@ package ovirtsim
 
 import (
 	"bytes"
+	"strings"
 )
 
 // go-ovirt's writers emit only the id attribute of an entity: no href and no
@@ -28,6 +29,8 @@ var tagKinds = map[string]string{
 	"host": "host", "affinity_group": "affinity_group",
 	// Of what the simulator renders, only a tag has a <parent> (its parent tag).
 	"tag": "tag", "parent": "tag",
+	"host_device": "host_device", "parent_device": "host_device", "physical_function": "host_device",
+	"vm_mediated_device": "vm_mediated_device",
 }
 
 // topCollections are the top-level collection of each kind.
@@ -82,6 +85,18 @@ func appendHref(b []byte, kind string, id []byte, owner linkOwner) []byte {
 		sub = "/affinitygroups/"
 	case kind == "tag" && owner.kind == "vm":
 		sub = "/tags/" // a VM's assigned tag (BackendVmTagResource)
+	case kind == "host_device" && owner.kind == "host":
+		sub = "/devices/"
+	case kind == "host_device" && owner.kind == "vm":
+		sub = "/hostdevices/"
+	case kind == "vm_mediated_device" && owner.kind == "vm":
+		sub = "/mediateddevices/"
+	case kind == "host_device" && owner.kind == "host_device":
+		// A device's parent or physical function: a sibling of the device.
+		if i := strings.LastIndexByte(owner.href, '/'); i >= 0 {
+			b = append(b, owner.href[:i+1]...)
+			return append(b, id...)
+		}
 	}
 	if sub != "" {
 		b = append(b, owner.href...)

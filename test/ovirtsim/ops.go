@@ -382,6 +382,10 @@ func (inv *inventory) createVM(sp *vmSpec, now time.Time, tm Timings) (*vm, *api
 	for _, tn := range t.nics {
 		v.nics = append(v.nics, inv.newNIC(cl, tn.name, tn.profile, "virtio", ""))
 	}
+	if sp.perf.mdevType != nil {
+		// AddVmCommand (4.5): the removed mdev_type becomes MDEV devices (hostdevices.go).
+		v.mdevs = inv.convertMdevs(*sp.perf.mdevType)
+	}
 	inv.vms[v.id] = v
 	inv.indexVMName(v)
 	inv.addJob(sp.corr, fmt.Sprintf("Creating VM %s from Template %s in Cluster %s", v.name, t.name, cl.name), now, v.unlockAt)
@@ -505,6 +509,12 @@ func (inv *inventory) updateVM(v *vm, u *vmUpdate, now time.Time) *apiError {
 	v.initNets, v.dnsServers, v.dnsSearch = n.initNets, n.dnsServers, n.dnsSearch
 	v.sockets, v.cores, v.thr = n.sockets, n.cores, n.thr
 	v.memory, v.guaranteed, v.maxMemory = n.memory, n.guaranteed, n.maxMemory
+	if pinnedHostsChanged(v.perf.pinnedHosts, perf.pinnedHosts) {
+		v.hostDevs = nil // UpdateVmCommand.updateVmHostDevices (hostdevices.go)
+	}
+	if u.perf.mdevType != nil {
+		v.mdevs = inv.convertMdevs(*u.perf.mdevType) // UpdateVmCommand.updateMdevDevices (4.5)
+	}
 	v.perf = perf
 	if u.ha != nil {
 		v.ha = *u.ha
@@ -677,6 +687,7 @@ func (inv *inventory) stopVM(v *vm, now time.Time) *apiError {
 		return cannot(409, action, "VM is not running.")
 	}
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	inv.vmWentDown(v, v.host, now, now)
 	v.leaveHost()
 	inv.guestOp(v, guestPowerOff)
 	return nil
@@ -705,7 +716,7 @@ func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, t
 		return nil, v.phaseAt.Add(v.pd)
 	case "up":
 		// With or without a guest agent: the engine falls back to ACPI.
-		if v.ignoresACPI {
+		if v.ignoresACPI || v.hung {
 			up, _ := v.upSince(now)
 			v.power, v.phaseAt, v.pd, v.upAt = phaseRefusing, now, tm.PoweringDown, up
 			return nil, now.Add(tm.PoweringDown)
@@ -717,10 +728,12 @@ func (inv *inventory) shutdownVM(v *vm, now time.Time, tm Timings) (*apiError, t
 			inv.guestOp(v, guestShutdown)
 		}
 		v.power, v.phaseAt, v.pd, v.stopTime = phaseStopping, now, pd, now.Add(pd)
+		inv.vmWentDown(v, v.host, v.stopTime, now)
 		return nil, now.Add(pd)
 	}
 	// wait_for_launch, powering_up: no guest to ask yet, a hard stop.
 	v.power, v.phaseAt, v.stopTime = phaseDown, now, now
+	inv.vmWentDown(v, v.host, now, now)
 	v.leaveHost()
 	inv.guestOp(v, guestPowerOff)
 	return nil, now
@@ -743,9 +756,15 @@ func (inv *inventory) rebootVM(v *vm, now time.Time, tm Timings) (*apiError, tim
 		return cannot(409, action, "VM is not running."), now
 	}
 	v.power, v.phaseAt, v.rb = phaseRebooting, now, tm.PoweringDown+tm.PoweringUp
+	if v.hung && !v.volatileRun {
+		// A warm reboot asks the guest (agent or ACPI) to reboot; a hung guest never does, and
+		// the VM is back up in the same boot (reset.go). A cold one is modelled as before.
+		return nil, now.Add(v.rb)
+	}
 	if v.volatileRun {
 		v.runOnce, v.volatileRun, v.runDrive = false, false, nil
 	}
+	v.boots++
 	inv.rebootGuest(v)
 	return nil, now.Add(v.rb)
 }

@@ -74,6 +74,7 @@ type perfSpec struct {
 	hostIDs      []string // the placement hosts' ids, in the Engine's HashSet order
 	autoPinParam string   // the auto_pinning_policy parameter, once the REST layer took it
 	validate     *string  // the properties string the command validates (after the mdev_type removal)
+	mdevType     *string  // the mdev_type the command removed (4.5), nil: none (hostdevices.go)
 }
 
 var (
@@ -623,6 +624,14 @@ func (inv *inventory) perfPre(sp *perfSpec, add bool, action string) *apiError {
 			return aerr
 		}
 		sp.validate = &s
+		if inv.version.minor > 4 {
+			props, _ := convertProps(*sp.props) // customPropsOf split it already
+			for _, p := range props {
+				if p.name == mdevTypeProperty {
+					sp.mdevType = &p.value
+				}
+			}
+		}
 	}
 	if sp.ioThreads != nil {
 		if _, aerr := checkIOThreads(*sp.ioThreads, action); aerr != nil {

@@ -36,6 +36,10 @@ const (
 	ActionDeleteDisk               = "DELETE_DISK"
 	ActionTagManagement            = "TAG_MANAGEMENT"
 	ActionManipulateAffinityGroups = "MANIPULATE_AFFINITY_GROUPS"
+	// ActionEditAdminVMProperties is what AddVmHostDevices and RemoveVmHostDevices need.
+	ActionEditAdminVMProperties = "EDIT_ADMIN_VM_PROPERTIES"
+	// ActionResetVM is what ResetVm needs (upgrade/04_04_1060_add_reset_action_to_roles.sql).
+	ActionResetVM = "RESET_VM"
 )
 
 // notAuthorizedWhy is USER_NOT_AUTHORIZED_TO_PERFORM_ACTION as the API answers it.
@@ -50,9 +54,9 @@ func RoleGroups(role string) ([]string, bool) {
 		ActionManipulatePermissions, ActionCreateDisk, ActionEditDiskProperties, ActionDeleteDisk}
 	switch role {
 	case "SuperUser", "ClusterAdmin", "DataCenterAdmin":
-		return append(vmUser, ActionTagManagement, ActionManipulateAffinityGroups), true
+		return append(vmUser, ActionTagManagement, ActionManipulateAffinityGroups, ActionEditAdminVMProperties, ActionResetVM), true
 	case "UserVmManager":
-		return vmUser, true
+		return append(vmUser, ActionResetVM), true
 	case "VmCreator", "PowerUserRole":
 		return []string{ActionCreateVM, ActionCreateDisk}, true
 	case "DiskCreator":
@@ -68,10 +72,15 @@ func RoleGroups(role string) ([]string, bool) {
 	case "TagManager":
 		return []string{ActionTagManagement}, true
 	case "UserRole":
-		return []string{ActionRebootVM, ActionStopVM, ActionShutDownVM, ActionRunVM}, true
+		return []string{ActionRebootVM, ActionStopVM, ActionShutDownVM, ActionRunVM, ActionResetVM}, true
 	}
 	return nil, false
 }
+
+// adminRoles are the predefined roles of RoleType ADMIN: a user holding one anywhere is an
+// administrator (DbUser.isAdmin), who may run the Engine's admin queries. A custom role
+// (Grant.ActionGroups alone) counts as a user role.
+var adminRoles = []string{"SuperUser", "ClusterAdmin", "DataCenterAdmin", "StorageAdmin", "TagManager"}
 
 // User is an Engine account besides the seed's administrator.
 type User struct {
@@ -111,6 +120,7 @@ type grant struct {
 type simUser struct {
 	name, password string
 	grants         []grant
+	admin          bool // holds an administrator role (adminRoles)
 }
 
 // AddUser adds (or replaces) an account with the given permissions; its objects are looked up
@@ -159,6 +169,7 @@ func (inv *inventory) resolveUser(u User) (*simUser, error) {
 			return nil, fmt.Errorf("user %s, grant %d: %w", u.Username, i, err)
 		}
 		su.grants = append(su.grants, r)
+		su.admin = su.admin || slices.Contains(adminRoles, g.Role)
 	}
 	return su, nil
 }

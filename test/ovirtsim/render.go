@@ -95,10 +95,11 @@ func diskRef(id string) *ovirtsdk.Disk {
 	return d
 }
 
-func clusterVersion() *ovirtsdk.Version {
+// clusterVersion is a compatibility level 4.<minor>.
+func clusterVersion(minor int) *ovirtsdk.Version {
 	v := &ovirtsdk.Version{}
 	v.SetMajor(4)
-	v.SetMinor(7)
+	v.SetMinor(int64(minor))
 	return v
 }
 
@@ -191,7 +192,7 @@ func renderDC(dc *dataCenter) *ovirtsdk.DataCenter {
 	d.SetStatus(ovirtsdk.DATACENTERSTATUS_UP)
 	d.SetLocal(false)
 	d.SetStorageFormat(ovirtsdk.STORAGEFORMAT_V5)
-	d.SetVersion(clusterVersion())
+	d.SetVersion(clusterVersion(dc.level))
 	return d
 }
 
@@ -200,7 +201,7 @@ func renderCluster(c *cluster) *ovirtsdk.Cluster {
 	o.SetId(c.id)
 	o.SetName(esc(c.name))
 	o.SetDataCenter(dcRef(c.dc.id))
-	o.SetVersion(clusterVersion())
+	o.SetVersion(clusterVersion(c.level))
 	cpu := &ovirtsdk.Cpu{}
 	cpu.SetArchitecture(ovirtsdk.ARCHITECTURE_X86_64)
 	cpu.SetType("Secure Intel Cascadelake Server Family")

@@ -12,7 +12,8 @@ import (
 
 // The scheduler follows SchedulingManager with the default cluster policy
 // ("none", InternalClusterPolicies): the candidate hosts are the hosts of the
-// VM's cluster that are up; the mandatory filters PinToHost and VM leases ready,
+// VM's cluster that are up; the mandatory filters PinToHost, VM leases ready,
+// HostDevice and MDevice (hostdevices.go),
 // then the filters Memory, HugePages, VmAffinityGroups and
 // VmToHostsAffinityGroups run in that order (the policy's order; the other
 // filters of the policy have nothing to filter here); the remaining hosts are
@@ -278,6 +279,7 @@ func (inv *inventory) scheduleVM(v *vm, now time.Time, skip *host, action string
 	for _, h := range inv.hosts {
 		if h.cluster == v.cluster && h.status == "up" && h != skip && !v.perf.blacklisted(h) {
 			h.prune(now)
+			inv.settleHost(h, now)
 			hosts = append(hosts, h)
 		}
 	}
@@ -290,6 +292,9 @@ func (inv *inventory) scheduleVM(v *vm, now time.Time, skip *host, action string
 	// HashSet's): PinToHost and VM leases ready (ha.go).
 	hosts = run.runFilter("PinToHost", hosts, func(hs []*host) []*host { return pinToHostFilter(v, hs, run, now) })
 	hosts = run.runFilter("VM leases ready", hosts, func(hs []*host) []*host { return leasesReadyFilter(v, hs, run) })
+	// HostDevice and MDevice (hostdevices.go) are mandatory too.
+	hosts = run.runFilter("HostDevice", hosts, func(hs []*host) []*host { return hostDeviceFilter(v, hs, run, now) })
+	hosts = run.runFilter("MDevice", hosts, func(hs []*host) []*host { return inv.mdevFilter(v, hs, run) })
 	hosts = run.runFilter("Memory", hosts, func(hs []*host) []*host {
 		var kept []*host
 		for _, h := range hs {

@@ -67,6 +67,10 @@ type Cluster struct {
 	// NoHosts makes a cluster without any host: no VM of it can start until
 	// a host is added (AddHost, POST /sim/hosts).
 	NoHosts bool `json:"no_hosts,omitempty"`
+	// Version is the cluster compatibility level, "4.2" to the engine's highest ("4.6" on a
+	// 4.4 engine, "4.7" from 4.5), which is the default. It decides what needs a level (reset
+	// needs 4.6).
+	Version string `json:"version,omitempty"`
 }
 
 // Host is a hypervisor host of a cluster in the seed inventory.
@@ -81,6 +85,47 @@ type Host struct {
 	// HugePages are the host's static huge pages (default none): a VM backed by huge pages
 	// (its hugepages custom property) starts only where enough of its size are free.
 	HugePages []HugePages `json:"hugepages,omitempty"`
+	// DevicePassthrough is the host's device passthrough support (IOMMU enabled in the kernel):
+	// a VM with PCI host devices starts only on such a host.
+	DevicePassthrough bool `json:"device_passthrough,omitempty"`
+	// Devices are the host's devices as VDSM reports them (hostdev.list_by_caps), in this order.
+	Devices []HostDeviceSeed `json:"devices,omitempty"`
+}
+
+// HostDeviceSeed is a device of a host (a row of the Engine's host_device table).
+type HostDeviceSeed struct {
+	// Name is the libvirt device name, unique on the host, e.g. "pci_0000_3b_00_0".
+	Name string `json:"name"`
+	// Capability is "pci" (default), "scsi", "usb_device", ...
+	Capability string `json:"capability,omitempty"`
+	// VendorID and ProductID are the 4 hex digits of the PCI ids ("10de"); the API shows
+	// them as the Engine stores them, "0x10de".
+	VendorID  string `json:"vendor_id,omitempty"`
+	ProductID string `json:"product_id,omitempty"`
+	// VendorName and ProductName are the names lspci would show.
+	VendorName  string `json:"vendor_name,omitempty"`
+	ProductName string `json:"product_name,omitempty"`
+	// IOMMUGroup is the device's IOMMU group (nil: none). A PCI device is attached to a VM
+	// with every other device of its group.
+	IOMMUGroup *int `json:"iommu_group,omitempty"`
+	// Parent is the name of the parent device. Default "computer".
+	Parent string `json:"parent,omitempty"`
+	// Driver is the kernel driver bound to the device ("nvidia", "vfio-pci", ...).
+	Driver string `json:"driver,omitempty"`
+	// MDevTypes are the mediated device (vGPU) types the device offers.
+	MDevTypes []MDevTypeSeed `json:"mdev_types,omitempty"`
+}
+
+// MDevTypeSeed is a mediated device type of a host device.
+type MDevTypeSeed struct {
+	// Name is the type name, e.g. "nvidia-22".
+	Name string `json:"name"`
+	// AvailableInstances is how many instances of the type the device offers when no VM
+	// uses it.
+	AvailableInstances int `json:"available_instances"`
+	// HumanReadableName and Description are what the driver says about the type.
+	HumanReadableName string `json:"human_readable_name,omitempty"`
+	Description       string `json:"description,omitempty"`
 }
 
 // StorageDomain is an oVirt storage domain in the seed inventory.
@@ -487,7 +532,27 @@ func (s *Seed) clone() *Seed {
 func cloneCluster(c Cluster) Cluster {
 	c.Networks = append([]string(nil), c.Networks...)
 	c.Hosts = append([]Host(nil), c.Hosts...)
+	for i := range c.Hosts {
+		c.Hosts[i].HugePages = append([]HugePages(nil), c.Hosts[i].HugePages...)
+		c.Hosts[i].Devices = cloneHostDevices(c.Hosts[i].Devices)
+	}
 	return c
+}
+
+func cloneHostDevices(ds []HostDeviceSeed) []HostDeviceSeed {
+	if ds == nil {
+		return nil
+	}
+	out := make([]HostDeviceSeed, len(ds))
+	for i, d := range ds {
+		if d.IOMMUGroup != nil {
+			g := *d.IOMMUGroup
+			d.IOMMUGroup = &g
+		}
+		d.MDevTypes = append([]MDevTypeSeed(nil), d.MDevTypes...)
+		out[i] = d
+	}
+	return out
 }
 
 func cloneTemplateDisks(ds []TemplateDisk) []TemplateDisk {

@@ -37,6 +37,7 @@ const (
 
 type dataCenter struct {
 	id, name string
+	level    int // compatibility level 4.<level>: the lowest of its clusters'
 }
 
 type network struct {
@@ -49,6 +50,7 @@ type cluster struct {
 	dc       *dataCenter
 	networks []*network
 	index    int // 1-based, used for IP addresses
+	level    int // compatibility level 4.<level> (Cluster.Version)
 }
 
 type storageDomain struct {
@@ -187,6 +189,10 @@ type vm struct {
 	perf                 vmPerf            // performance, lease, custom properties, exit (performance.go)
 	noVirtioScsi         bool              // created with virtio_scsi.enabled false (diskconfig.go)
 	tags                 []*tag            // assigned tags, tags_vm_map (vmtags.go)
+	hostDevs             []*vmHostDev      // HOSTDEV devices (hostdevices.go)
+	mdevs                []vmMdev          // MDEV devices, 4.5 (hostdevices.go)
+	boots                int               // boots of the guest so far (reset.go)
+	hung                 bool              // the guest hangs until its next boot (reset.go)
 }
 
 // running reports whether the engine counts the VM as running on its host
@@ -440,7 +446,7 @@ func (inv *inventory) dataCenter(name string) *dataCenter {
 	if dc, ok := inv.dcByName[name]; ok {
 		return dc
 	}
-	dc := &dataCenter{id: inv.newID(), name: name}
+	dc := &dataCenter{id: inv.newID(), name: name, level: inv.version.maxClusterLevel()}
 	inv.dcs = append(inv.dcs, dc)
 	inv.dcByName[name] = dc
 	inv.byID[dc.id] = dc
@@ -476,8 +482,13 @@ func (inv *inventory) addCluster(c Cluster) error {
 	if len(c.Networks) == 0 {
 		c.Networks = []string{"ovirtmgmt"}
 	}
+	level, err := inv.clusterLevel(c)
+	if err != nil {
+		return err
+	}
 	dc := inv.dataCenter(c.DataCenter)
-	cl := &cluster{id: inv.newID(), name: c.Name, dc: dc, index: len(inv.clusters) + 1}
+	dc.level = min(dc.level, level)
+	cl := &cluster{id: inv.newID(), name: c.Name, dc: dc, index: len(inv.clusters) + 1, level: level}
 	for _, n := range c.Networks {
 		if n == "" {
 			return invalidf("cluster %q: empty network name", c.Name)

@@ -223,6 +223,13 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		SetupWithManager(ctx, mgr, concurrency[machineTemplateController]); err != nil {
 		return fmt.Errorf("setting up the OVirtMachineTemplate controller: %w", err)
 	}
+	if err := (&controllers.OVirtRemediationReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
+		Recorder: mgr.GetEventRecorder("ovirtremediation-controller"), ManagementClusterID: clusterID,
+		WatchFilterValue: opts.WatchFilter, VMPoll: opts.VMPollInterval, Retry: opts.RetryInterval,
+	}).SetupWithManager(ctx, mgr, concurrency[remediationController]); err != nil {
+		return fmt.Errorf("setting up the OVirtRemediation controller: %w", err)
+	}
 
 	probes := &options.Probes{}
 	if err := probes.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -300,6 +307,7 @@ const (
 	clusterController         = "ovirtcluster"
 	machineController         = "ovirtmachine"
 	machineTemplateController = "ovirtmachinetemplate"
+	remediationController     = "ovirtremediation"
 	clusterCacheController    = "clustercache"
 	crdMigratorController     = "crdmigrator"
 )
@@ -312,6 +320,7 @@ func controllerOptions(opts *Options) map[string]controller.Options {
 		clusterController:         {MaxConcurrentReconciles: opts.ClusterConcurrency},
 		machineController:         {MaxConcurrentReconciles: opts.MaxConcurrentReconciles},
 		machineTemplateController: {MaxConcurrentReconciles: opts.MachineTemplateConcurrency},
+		remediationController:     {MaxConcurrentReconciles: opts.RemediationConcurrency},
 		clusterCacheController:    {MaxConcurrentReconciles: opts.ClusterCacheConcurrency},
 		crdMigratorController:     {MaxConcurrentReconciles: 1},
 	}

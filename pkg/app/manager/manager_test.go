@@ -44,6 +44,7 @@ func TestMainFlags(t *testing.T) {
 		{"a zero provider concurrency exits 2", []string{"--ovirtprovider-concurrency=0"}, 2, "--ovirtprovider-concurrency must be at least 1"},
 		{"a zero cluster concurrency exits 2", []string{"--ovirtcluster-concurrency=0"}, 2, "--ovirtcluster-concurrency must be at least 1"},
 		{"a zero template concurrency exits 2", []string{"--ovirtmachinetemplate-concurrency=0"}, 2, "--ovirtmachinetemplate-concurrency must be at least 1"},
+		{"a zero remediation concurrency exits 2", []string{"--ovirtremediation-concurrency=0"}, 2, "--ovirtremediation-concurrency must be at least 1"},
 		{"a zero ClusterCache concurrency exits 2", []string{"--clustercache-concurrency=0"}, 2, "--clustercache-concurrency must be at least 1"},
 		{"a zero reconcile timeout exits 2", []string{"--reconcile-timeout=0"}, 2, "--reconcile-timeout must be positive"},
 		{"a zero workload-cluster QPS exits 2", []string{"--clustercache-client-qps=0"}, 2, "--clustercache-client-qps must be positive"},
@@ -74,15 +75,15 @@ func TestControllerConcurrency(t *testing.T) {
 		want map[string]int
 	}{
 		{"the defaults", nil, map[string]int{
-			providerController: 2, clusterController: 2, machineController: 10, machineTemplateController: 1, clusterCacheController: 10,
-			crdMigratorController: 1,
+			providerController: 2, clusterController: 2, machineController: 10, machineTemplateController: 1, remediationController: 2,
+			clusterCacheController: 10, crdMigratorController: 1,
 		}},
 		{"each controller has its flag", []string{
 			"--ovirtprovider-concurrency=3", "--ovirtcluster-concurrency=4", "--max-concurrent-reconciles=25",
-			"--ovirtmachinetemplate-concurrency=5", "--clustercache-concurrency=6",
+			"--ovirtmachinetemplate-concurrency=5", "--clustercache-concurrency=6", "--ovirtremediation-concurrency=7",
 		}, map[string]int{
 			providerController: 3, clusterController: 4, machineController: 25, machineTemplateController: 5, clusterCacheController: 6,
-			crdMigratorController: 1,
+			remediationController: 7, crdMigratorController: 1,
 		}},
 	}
 	for _, tt := range tests {

@@ -28,9 +28,9 @@ type Options struct {
 
 	// MaxConcurrentReconciles is the number of OVirtMachines reconciled at once.
 	MaxConcurrentReconciles int
-	// ProviderConcurrency, ClusterConcurrency, MachineTemplateConcurrency and
-	// ClusterCacheConcurrency are the workers of the other controllers.
-	ProviderConcurrency, ClusterConcurrency, MachineTemplateConcurrency, ClusterCacheConcurrency int
+	// ProviderConcurrency, ClusterConcurrency, MachineTemplateConcurrency,
+	// RemediationConcurrency and ClusterCacheConcurrency are the workers of the other controllers.
+	ProviderConcurrency, ClusterConcurrency, MachineTemplateConcurrency, RemediationConcurrency, ClusterCacheConcurrency int
 	// ReconcileTimeout bounds every reconcile of every controller (its context is cancelled).
 	ReconcileTimeout time.Duration
 	// ClusterCacheClientQPS and ClusterCacheClientBurst bound the requests to each workload
@@ -135,6 +135,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ProviderConcurrency, "ovirtprovider-concurrency", 2, "Number of OVirtProviders reconciled in parallel.")
 	fs.IntVar(&o.ClusterConcurrency, "ovirtcluster-concurrency", 2, "Number of OVirtClusters reconciled in parallel.")
 	fs.IntVar(&o.MachineTemplateConcurrency, "ovirtmachinetemplate-concurrency", 1, "Number of OVirtMachineTemplates reconciled in parallel.")
+	fs.IntVar(&o.RemediationConcurrency, "ovirtremediation-concurrency", 2, "Number of OVirtRemediations (reboots a MachineHealthCheck asked for) reconciled in parallel.")
 	fs.IntVar(&o.ClusterCacheConcurrency, "clustercache-concurrency", 10, "Number of workload clusters whose connection the ClusterCache checks in parallel.")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", time.Minute, "Timeout of every reconcile of every controller: its context is cancelled after this long, so that nothing can hang a worker (the default is Cluster API's). Each oVirt call is also bounded by --ovirt-timeout.")
 	fs.Float32Var(&o.ClusterCacheClientQPS, "clustercache-client-qps", 20, "Maximum queries per second from the ClusterCache clients to the API server of each workload cluster.")
@@ -179,6 +180,7 @@ func (o *Options) Validate() error {
 		{o.ProviderConcurrency >= 1, "--ovirtprovider-concurrency must be at least 1"},
 		{o.ClusterConcurrency >= 1, "--ovirtcluster-concurrency must be at least 1"},
 		{o.MachineTemplateConcurrency >= 1, "--ovirtmachinetemplate-concurrency must be at least 1"},
+		{o.RemediationConcurrency >= 1, "--ovirtremediation-concurrency must be at least 1"},
 		{o.ClusterCacheConcurrency >= 1, "--clustercache-concurrency must be at least 1"},
 		{o.ReconcileTimeout > 0, "--reconcile-timeout must be positive"},
 		{o.ClusterCacheClientQPS > 0 && o.ClusterCacheClientBurst >= 1, "--clustercache-client-qps must be positive and --clustercache-client-burst at least 1"},

@@ -102,18 +102,19 @@ func (c *Client) place(vm *ovirt.VM) (hostID, hostName string, err error) {
 			used[o.HostID] = o.HostName
 		}
 	}
-	// The candidate hosts, in order: the cluster's n hosts, or (unlimited) enough hosts for one to
-	// be free, then hosts a test put VMs on by hand.
-	var candidates [][2]string
+	// The candidate hosts, in order: the seeded hosts that are up (only the pinned one for a
+	// pinned VM), or else the cluster's n hosts, or (unlimited) enough hosts for one to be free,
+	// then hosts a test put VMs on by hand.
+	candidates, seeded := c.seededCandidates(vm)
 	n, limited := c.hostCounts[vm.ClusterID]
 	if !limited {
 		n = len(used) + 1
 	}
-	for i := 1; i <= n; i++ {
+	for i := 1; i <= n && !seeded; i++ {
 		id, name := c.fakeHost(vm.ClusterID, i)
 		candidates = append(candidates, [2]string{id, name})
 	}
-	if !limited {
+	if !limited && !seeded {
 		var seeded []string
 		for id := range used {
 			if !slices.ContainsFunc(candidates, func(h [2]string) bool { return h[0] == id }) {
@@ -131,10 +132,20 @@ func (c *Client) place(vm *ovirt.VM) (hostID, hostName string, err error) {
 			Kinds:  []error{ovirt.ErrConflict, ovirt.ErrNoHost}}
 	}
 
-	// For each host: the enforcing rules it breaks (it is out) and the others (it is less good).
+	// For each host: not the pinned host or without the VM's host devices (it is out, the
+	// Engine's PinToHost and HostDevice filters), the enforcing rules it breaks (it is out) and the
+	// others (it is less good).
 	best, bestSoft := -1, 0
 	var reasons []string
 	for i, h := range candidates {
+		if line := pinFilter(vm, h[0], h[1]); line != "" {
+			reasons = append(reasons, line)
+			continue
+		}
+		if why := c.hostDeviceFilter(vm, h[0]); why != "" {
+			reasons = append(reasons, fmt.Sprintf("The host %s did not satisfy internal filter HostDevice because %s.", h[1], why))
+			continue
+		}
 		var negative, positive []string
 		soft := 0
 		for _, g := range c.groups {

@@ -16,6 +16,10 @@
 // and, among the hosts left, the first that breaks the fewest non-enforcing
 // rules. When no host is left, Power(start) fails like the Engine (ErrNoHost,
 // which also matches ErrConflict).
+//
+// Hosts with devices (PCI passthrough) are seeded with AddHost: they replace the
+// cluster's implicit hosts, and the Engine's pinning and HostDevice filters apply
+// (see hostdevices.go).
 package fake
 
 import (
@@ -66,6 +70,13 @@ type Client struct {
 	AssignTagFunc            func(ctx context.Context, vmID, tagID string) error
 	UpdateTagDescriptionFunc func(ctx context.Context, id, description string) error
 
+	ListHostsFunc         func(ctx context.Context, clusterName string) ([]ovirt.Host, error)
+	ListHostDevicesFunc   func(ctx context.Context, hostID string) ([]ovirt.HostDevice, error)
+	ListVMHostDevicesFunc func(ctx context.Context, vmID string) ([]ovirt.HostDevice, error)
+	AttachHostDeviceFunc  func(ctx context.Context, vmID, deviceName string) error
+	DetachHostDeviceFunc  func(ctx context.Context, vmID, deviceName string) error
+	PinVMFunc             func(ctx context.Context, vmID, hostID string) error
+
 	mu             sync.Mutex
 	nextID         int
 	calls          []string
@@ -90,6 +101,15 @@ type Client struct {
 	// the specs AddDisk created disks with, by disk id.
 	sdTypes   map[string]string
 	diskSpecs map[string]ovirt.DiskSpec
+	// hosts are the hosts AddHost seeded, in seeding order; hostDevices their devices by host id;
+	// vmHostDevices the host devices configured on each VM, by VM id; clusterLevels the
+	// compatibility versions SetClusterLevel set, by cluster id; powerActions the power actions
+	// accepted, by VM id.
+	hosts         []*ovirt.Host
+	hostDevices   map[string][]*ovirt.HostDevice
+	vmHostDevices map[string][]vmHostDevice
+	clusterLevels map[string][2]int
+	powerActions  map[string][]ovirt.PowerAction
 }
 
 var _ ovirt.Client = (*Client)(nil)
@@ -304,6 +324,7 @@ func cloneVM(vm *ovirt.VM) *ovirt.VM {
 	out.TagIDs = slices.Clone(vm.TagIDs)
 	out.NICs = slices.Clone(vm.NICs)
 	out.ReportedDevices = slices.Clone(vm.ReportedDevices)
+	out.PinnedHostIDs = slices.Clone(vm.PinnedHostIDs)
 	return &out
 }
 
@@ -625,6 +646,11 @@ func (c *Client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 	if tpl == nil {
 		return nil, notFound("CreateVM", "no template with id %q", spec.TemplateID)
 	}
+	if spec.PinnedHostID != "" {
+		if err := c.pinError("CreateVM", "add", spec.ClusterID, spec.PinnedHostID); err != nil {
+			return nil, err
+		}
+	}
 	vm := &ovirt.VM{
 		ID:          c.newID("vm"),
 		Name:        spec.Name,
@@ -634,6 +660,11 @@ func (c *Client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 		ClusterID:   spec.ClusterID,
 		TemplateID:  spec.TemplateID,
 		OSType:      cmp.Or(spec.OSType, tpl.OSType),
+		// The Engine's default placement; a template's own is not modelled.
+		PlacementAffinity: AffinityMigratable,
+	}
+	if spec.PinnedHostID != "" {
+		vm.PinnedHostIDs, vm.PlacementAffinity = []string{spec.PinnedHostID}, AffinityPinned
 	}
 	if spec.Clone {
 		vm.TemplateID = "00000000-0000-0000-0000-000000000000"
@@ -790,8 +821,10 @@ func (c *Client) RemoveNIC(ctx context.Context, vmID, nicID string) error {
 	return nil
 }
 
-// Power implements ovirt.Client: start makes the VM up at once, shutdown
-// and stop make it down.
+// Power implements ovirt.Client: start makes the VM up at once on a host (holding its host
+// devices), shutdown and stop make it down (freeing them); reboot and reset keep it up on its host,
+// refused as the Engine refuses them (a VM not running: 409 ErrConflict; reset below cluster level
+// 4.6, SetClusterLevel: 400 ErrInvalid). PowerActions lists the accepted actions.
 func (c *Client) Power(ctx context.Context, vmID string, action ovirt.PowerAction) error {
 	c.mu.Lock()
 	c.record("Power")
@@ -805,18 +838,34 @@ func (c *Client) Power(ctx context.Context, vmID string, action ovirt.PowerActio
 	if !ok {
 		return notFound("Power", "no VM with id %q", vmID)
 	}
+	var err error
 	switch action {
 	case ovirt.PowerStart:
-		if err := c.start(vm); err != nil {
-			return err
-		}
+		err = c.start(vm)
 	case ovirt.PowerShutdown, ovirt.PowerStop:
 		vm.Status = ovirt.VMStatusDown
 		vm.HostID, vm.HostName = "", ""
+		c.releaseDevices(vmID)
+	case ovirt.PowerReboot:
+		err = c.reboot(vm)
+	case ovirt.PowerReset:
+		err = c.reset(vm)
 	default:
 		return invalid("Power", "unknown power action %q", action)
 	}
+	if err != nil {
+		return err
+	}
+	c.recordPower(vmID, action)
 	return nil
+}
+
+// recordPower notes an accepted power action. Called with c.mu held.
+func (c *Client) recordPower(vmID string, action ovirt.PowerAction) {
+	if c.powerActions == nil {
+		c.powerActions = map[string][]ovirt.PowerAction{}
+	}
+	c.powerActions[vmID] = append(c.powerActions[vmID], action)
 }
 
 // RunOnce implements ovirt.Client: it starts the VM as Power start does and records the
@@ -844,10 +893,12 @@ func (c *Client) RunOnce(ctx context.Context, vmID string, customScript string) 
 		c.runOnce = map[string]string{}
 	}
 	c.runOnce[vmID] = customScript
+	c.recordPower(vmID, ovirt.PowerStart)
 	return nil
 }
 
-// start places a VM on a host, if it has none, and makes it up. c.mu is held.
+// start places a VM on a host, if it has none, and makes it up, holding its host devices. c.mu
+// is held.
 func (c *Client) start(vm *ovirt.VM) error {
 	if vm.HostID == "" {
 		id, name, err := c.place(vm)
@@ -857,6 +908,7 @@ func (c *Client) start(vm *ovirt.VM) error {
 		vm.HostID, vm.HostName = id, name
 	}
 	vm.Status = ovirt.VMStatusUp
+	c.holdDevices(vm.ID)
 	return nil
 }
 
@@ -885,6 +937,8 @@ func (c *Client) RemoveVM(ctx context.Context, vmID string) error {
 	delete(c.specs, vmID)
 	delete(c.networks, vmID)
 	delete(c.scripts, vmID)
+	delete(c.vmHostDevices, vmID)
+	c.releaseDevices(vmID)
 	// As the Engine's database does, the VM leaves its affinity groups.
 	for _, g := range c.groups {
 		g.VMIDs = slices.DeleteFunc(g.VMIDs, func(id string) bool { return id == vmID })

@@ -584,9 +584,10 @@ func (c *client) CreateVM(ctx context.Context, spec ovirt.VMSpec) (*ovirt.VM, er
 		}
 		return toVM(v), nil
 	})
-	if engineSays(err, phraseDiskConfiguration) {
-		// A disk format and allocation the target domain does not take: no lock, no name in
-		// use, and the same request will always be refused.
+	if engineSays(err, phraseDiskConfiguration, phraseDedicatedHost) {
+		// A disk format and allocation the target domain does not take, or a pinned host that
+		// does not exist or is in another cluster: no lock, no name in use, and the same request
+		// will always be refused.
 		return nil, withKinds(err, ovirt.ErrInvalid)
 	}
 	c.dropLookupsIfNotFound(err)
@@ -761,6 +762,9 @@ func buildVM(op string, spec ovirt.VMSpec) (*ovirtsdk.Vm, error) {
 	if spec.OSType != "" {
 		b.OsBuilder(ovirtsdk.NewOperatingSystemBuilder().Type(spec.OSType))
 	}
+	if spec.PinnedHostID != "" {
+		b.PlacementPolicyBuilder(pinnedPlacement(spec.PinnedHostID))
+	}
 	if err := addDiskOverrides(op, b, spec); err != nil {
 		return nil, err
 	}
@@ -926,7 +930,9 @@ func (c *client) RemoveNIC(ctx context.Context, vmID, nicID string) error {
 	return err
 }
 
-// Power implements ovirt.Client.
+// Power implements ovirt.Client: one action request, POST /vms/{id}/start, /shutdown, /stop,
+// /reboot or /reset, counted under its own operation (StartVM, ShutdownVM, StopVM, RebootVM,
+// ResetVM).
 func (c *client) Power(ctx context.Context, vmID string, action ovirt.PowerAction) error {
 	var op string
 	var send func(*ovirtsdk.VmService) error
@@ -940,6 +946,15 @@ func (c *client) Power(ctx context.Context, vmID string, action ovirt.PowerActio
 	case ovirt.PowerStop:
 		op = "StopVM"
 		send = func(s *ovirtsdk.VmService) error { _, err := s.Stop().Send(); return err }
+	case ovirt.PowerReboot:
+		op = "RebootVM"
+		send = func(s *ovirtsdk.VmService) error { _, err := s.Reboot().Send(); return err }
+	case ovirt.PowerReset:
+		// Below cluster level 4.6 the Engine answers 400 "Cannot reset VM. Reset VM requires
+		// cluster compatibility version 4.6 or higher." (ACTION_TYPE_FAILED_RESET_VM_IS_NOT_SUPPORTED,
+		// NOT_SUPPORTED): ErrInvalid, as every other 400.
+		op = "ResetVM"
+		send = func(s *ovirtsdk.VmService) error { _, err := s.Reset().Send(); return err }
 	default:
 		return invalid("Power", "unknown power action %q", action)
 	}

@@ -198,6 +198,7 @@ func toVM(v *ovirtsdk.Vm) *ovirt.VM {
 	if os, ok := v.Os(); ok {
 		out.OSType, _ = os.Type()
 	}
+	placement(v, out)
 	if in, ok := v.Initialization(); ok {
 		script, _ := in.CustomScript()
 		out.CustomScriptStored = script != ""
