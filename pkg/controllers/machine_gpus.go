@@ -403,7 +403,7 @@ func (r *OVirtMachineReconciler) claimUnits(ctx context.Context, s *machineScope
 	for _, u := range units {
 		c := &infrav1.OVirtHostDeviceClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: hostDeviceClaimName(engine, h.ID, u.key), Labels: map[string]string{
-				hostDeviceHolderLabel:     string(om.UID),
+				hostDeviceHolderLabel:      string(om.UID),
 				clusterv1.ClusterNameLabel: clusterOf(s),
 			}},
 			Spec: infrav1.OVirtHostDeviceClaimSpec{EngineInstanceID: engine, HostID: h.ID, Host: h.Name,
@@ -445,7 +445,6 @@ func hostDeviceStatus(h ovirt.Host, d ovirt.HostDevice, claim string) infrav1.Ho
 	}
 	return st
 }
-
 
 // recordClaimedDevices fills status.hostDevices from the machine's claims (lost with a status
 // patch that did not happen).
