@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,4 +168,49 @@ func TestHardGroupExcludesHostsOfPinnedDownPeers(t *testing.T) {
 	f.reconcileUntil(t, 40, func() bool { return f.ov.CallCount("CreateVM") > 0 })
 	spec, _ := f.ov.Spec(f.get(t).Status.VMID)
 	g.Expect(spec.PinnedHostID).To(Equal(h2.ID), "h1 holds a pinned peer of the Hard group")
+}
+
+// TestFailureDomainLimitsTheHosts: a passthrough machine of a failure domain is pinned only to a
+// host of the failure domain's oVirt cluster, even when another cluster has free GPUs; with
+// none free there, it waits and says so.
+func TestFailureDomainLimitsTheHosts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newMachineFixture(t)
+	gpuHost(t, f, "default-h1", true)
+	zb := f.ov.AddCluster(ovirt.Cluster{Name: "Zone-B", DataCenterID: "dc-default", NetworkIDs: []string{"net-ovirtmgmt"}})
+	sd, err := f.ov.FindStorageDomain(ctx, "data")
+	g.Expect(err).NotTo(HaveOccurred())
+	f.ov.AddTemplate(ovirt.Template{Name: "rhcos-4.14", Version: 1, ClusterID: zb.ID, OSType: "rhcos_x64",
+		Disks: []ovirt.Disk{{Alias: "rhcos-4.14_Disk1", ProvisionedSize: 16 << 30, Bootable: true,
+			Interface: "virtio_scsi", Status: ovirt.DiskStatusOK, StorageDomainID: sd.ID, Format: "cow"}}})
+	zbHost := f.ov.AddHost(ovirt.Host{Name: "zoneb-h1", ClusterID: zb.ID, PassthroughEnabled: true},
+		fake.PCIDevice("pci_0000_3b_00_0", 3, "10de", "20b5"))
+
+	oc := &infrav1.OVirtCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"},
+		Spec: infrav1.OVirtClusterSpec{FailureDomains: []infrav1.OVirtFailureDomain{{Name: "b", OVirtCluster: "Zone-B"}}}}
+	g.Expect(f.c.Create(ctx, oc)).To(Succeed())
+	cluster := &clusterv1.Cluster{}
+	g.Expect(f.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "c1"}, cluster)).To(Succeed())
+	cluster.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "OVirtCluster", Name: "c1"}
+	g.Expect(f.c.Update(ctx, cluster)).To(Succeed())
+	om := f.get(t)
+	om.Spec.FailureDomain = "b"
+	om.Spec.GPUs = passthroughGPU(2)
+	g.Expect(f.c.Update(ctx, om)).To(Succeed())
+
+	f.reconcileUntil(t, 30, func() bool {
+		return v1beta1conditions.GetReason(f.get(t), infrav1.MachineCreatedCondition) == infrav1.NoHostWithFreeDeviceReason
+	})
+	msg := v1beta1conditions.GetMessage(f.get(t), infrav1.MachineCreatedCondition)
+	g.Expect(msg).To(ContainSubstring("no host of oVirt cluster Zone-B"))
+	g.Expect(msg).To(ContainSubstring("zoneb-h1: 1 of 1 10de:20b5 free"))
+	g.Expect(msg).NotTo(ContainSubstring("default-h1"), "hosts of another oVirt cluster are never considered")
+
+	g.Expect(f.ov.AddHostDevices(zbHost.ID, fake.PCIDevice("pci_0000_5e_00_0", 4, "10de", "20b5"))).To(BeTrue())
+	f.now = f.now.Add(time.Minute)
+	f.reconcileUntil(t, 30, func() bool { return f.ov.CallCount("CreateVM") > 0 })
+	spec, _ := f.ov.Spec(f.get(t).Status.VMID)
+	g.Expect(spec.PinnedHostID).To(Equal(zbHost.ID))
+	g.Expect(spec.ClusterID).To(Equal(zb.ID))
 }

@@ -355,7 +355,7 @@ func (r *OVirtRemediationReconciler) ensurePaused(ctx context.Context, cluster *
 func (r *OVirtRemediationReconciler) finalize(ctx context.Context, rem *infrav1.OVirtRemediation, machine *clusterv1.Machine) error {
 	if c := conditions.Get(machine, clusterv1.MachineExternallyRemediatedCondition); c != nil && machine.DeletionTimestamp.IsZero() &&
 		(c.Reason == RemediationFailedReason || c.Reason == clusterv1.MachineExternallyRemediatedWaitingForRemediationReason) {
-		helper, err := patch.NewHelper(machine, r.Client)
+		helper, err := patch.NewHelper(machine, r.machineWriter())
 		if err != nil {
 			return err
 		}
@@ -369,6 +369,28 @@ func (r *OVirtRemediationReconciler) finalize(ctx context.Context, rem *infrav1.
 		ctrl.LoggerFrom(ctx).Info("The remediation request was deleted: the Machine is healthy again or gone", "attempts", len(rem.Status.Attempts))
 	}
 	return r.removeFinalizer(ctx, rem)
+}
+
+// machineWriter is the client of the Machines' patch helpers: Cluster API's helper applies
+// condition changes to the object it reads back, and the cache holds Machines without their
+// status (CacheTransform), so that a patch computed there would replace the Machine's whole
+// condition list with ours. It reads through APIReader and writes through Client.
+func (r *OVirtRemediationReconciler) machineWriter() client.Client {
+	return liveReads{Client: r.Client, reader: r.APIReader}
+}
+
+// liveReads is a client whose reads bypass the cache.
+type liveReads struct {
+	client.Client
+	reader client.Reader
+}
+
+func (c liveReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
+}
+
+func (c liveReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.reader.List(ctx, list, opts...)
 }
 
 // removeFinalizer drops the request's finalizer.
@@ -748,7 +770,7 @@ func (r *OVirtRemediationReconciler) persist(ctx context.Context, s *remediation
 // goes to WaitingForOwner.
 func (r *OVirtRemediationReconciler) handOver(ctx context.Context, s *remediationScope, reason, why string) error {
 	rem, machine := s.rem, s.machine
-	helper, err := patch.NewHelper(machine, r.Client)
+	helper, err := patch.NewHelper(machine, r.machineWriter())
 	if err != nil {
 		return err
 	}

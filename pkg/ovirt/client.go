@@ -174,11 +174,14 @@ type Client interface {
 	ListHosts(ctx context.Context, clusterName string) ([]Host, error)
 	// ListHostDevices returns the devices of the host (GET /hosts/{id}/devices), one call. A
 	// device's VMID is the VM running with it; devices configured on a stopped VM look free (the
-	// Engine does not say). ErrNotFound if the host does not exist. The Engine answers it to
-	// administrator roles only (a user role is refused: ErrAuth).
+	// Engine does not say). ErrNotFound if the host does not exist (an empty answer costs one
+	// more call, GET /hosts/{id}, to tell). The Engine answers it to administrator roles only: a
+	// user role gets its 400 "Query execution failed due to insufficient permissions."
+	// (ErrInvalid).
 	ListHostDevices(ctx context.Context, hostID string) ([]HostDevice, error)
 	// ListVMHostDevices returns the host devices configured on the VM (GET /vms/{id}/hostdevices),
-	// placeholders included, one call. ErrNotFound if the VM does not exist.
+	// placeholders included, each with the VM as its VMID: one call, and GET /vms/{id} when the
+	// answer is empty (the Engine does not look the VM up). ErrNotFound if the VM does not exist.
 	ListVMHostDevices(ctx context.Context, vmID string) ([]HostDevice, error)
 	// AttachHostDevice attaches the host device named deviceName to the VM (POST
 	// /vms/{id}/hostdevices with <host_device><name/></host_device>, one call); the Engine adds

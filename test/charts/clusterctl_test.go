@@ -227,7 +227,7 @@ func expectConversionThrough(g Gomega, objs []*unstructured.Unstructured, ns str
 		}
 	}
 	g.Expect(services).To(Equal(1), "the webhook Service")
-	g.Expect(crds).To(Equal(5))
+	g.Expect(crds).To(Equal(8), "ovirtproviders, ovirtclusters, ovirtmachines, ovirtmachinetemplates, ovirtclustertemplates, ovirthostdeviceclaims, ovirtremediations, ovirtremediationtemplates")
 }
 
 // containerNames lists the container names of a Deployment.

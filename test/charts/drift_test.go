@@ -247,7 +247,7 @@ func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
 	g := NewWithT(t)
 	bases, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bases).To(HaveLen(5))
+	g.Expect(bases).To(HaveLen(len(capovCRDNames)))
 	templates, err := filepath.Glob(filepath.Join(root, "charts", "capov-crds", "templates", "infrastructure.cluster.x-k8s.io_*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(templates).To(HaveLen(len(bases)), "run hack/sync-chart-crds.sh (make generate)")
@@ -277,9 +277,15 @@ func TestCRDChartIsInSyncWithTheGeneratedCRDs(t *testing.T) {
 		switch got.Spec.Names.Kind {
 		case "OVirtProvider":
 			g.Expect(got.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
-		case "OVirtClusterTemplate":
-			// v1beta2 only: it implements the v1beta2 InfraClusterTemplate contract.
+		case "OVirtClusterTemplate", "OVirtRemediation", "OVirtRemediationTemplate":
+			// v1beta2 only: the v1beta2 InfraClusterTemplate and external remediation contracts.
 			g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1beta2"), want.Name)
+			g.Expect(got.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta1"), want.Name)
+		case "OVirtHostDeviceClaim":
+			// v1beta2 only and no Cluster API contract: no contract label at all.
+			g.Expect(got.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta1"), want.Name)
+			g.Expect(got.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta2"), want.Name)
+			g.Expect(got.Spec.Scope).To(Equal(apiextensionsv1.ClusterScoped), want.Name)
 		default:
 			g.Expect(got.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1beta1"), want.Name)
 		}

@@ -199,7 +199,7 @@ func TestChartsInstallUpgradeAndUninstallInARealAPIServer(t *testing.T) {
 		crdsRel, err = h.install(crdsRelease, "capov-crds", nil)
 		g.Expect(err).NotTo(HaveOccurred())
 		objs := manifestObjects(t, crdsRel)
-		g.Expect(objs).To(HaveLen(5))
+		g.Expect(objs).To(HaveLen(len(capovCRDNames)))
 		for _, o := range objs {
 			g.Expect(exists(ctx, c, o)).To(BeTrue(), o.GetName())
 		}

@@ -28,6 +28,9 @@ var capovCRDNames = []string{
 	"ovirtclustertemplates.infrastructure.cluster.x-k8s.io",
 	"ovirtmachines.infrastructure.cluster.x-k8s.io",
 	"ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
+	"ovirthostdeviceclaims.infrastructure.cluster.x-k8s.io",
+	"ovirtremediations.infrastructure.cluster.x-k8s.io",
+	"ovirtremediationtemplates.infrastructure.cluster.x-k8s.io",
 }
 
 // servesCAPOV reports whether discovery lists every CAPOV kind in infrastructure.cluster.x-k8s.io
@@ -56,7 +59,8 @@ func servesCAPOV(cfg *rest.Config) bool {
 			}
 		}
 	}
-	for _, k := range []string{"OVirtProvider", "OVirtCluster", "OVirtClusterTemplate", "OVirtMachine", "OVirtMachineTemplate"} {
+	for _, k := range []string{"OVirtProvider", "OVirtCluster", "OVirtClusterTemplate", "OVirtMachine", "OVirtMachineTemplate",
+		"OVirtHostDeviceClaim", "OVirtRemediation", "OVirtRemediationTemplate"} {
 		if !kinds[k] {
 			return false
 		}

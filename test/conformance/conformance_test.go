@@ -626,6 +626,10 @@ var _ = Describe("Cluster API drives CAPOV", Ordered, func() {
 		}, wait, poll).Should(Succeed())
 	})
 
+	It("reboots an unhealthy worker through an OVirtRemediation from a MachineHealthCheck, and replaces nothing", func(ctx SpecContext) {
+		remediationByReboot(ctx)
+	})
+
 	It("removes every VM and finalizer when the Cluster is deleted", func(ctx SpecContext) {
 		Expect(mgmt.Delete(ctx, cluster)).To(Succeed())
 		Eventually(func() bool {

@@ -84,7 +84,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	opts := NewOptions()
 	return options.Main(options.Binary{
 		Name:     "manager",
-		Summary:  "CAPOV controller manager: reconciles OVirtProvider, OVirtCluster and OVirtMachine against oVirt.",
+		Summary:  "CAPOV controller manager: reconciles OVirtProvider, OVirtCluster, OVirtMachine and OVirtRemediation against oVirt.",
 		Common:   &opts.Common,
 		AddFlags: opts.AddFlags,
 		Validate: opts.Validate,

@@ -211,7 +211,8 @@ func TestEveryClientMethodAgainstTheSimulator(t *testing.T) {
 		got, _ := c.GetVM(ctx, vm.ID)
 		return got.Status
 	}).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(ovirt.VMStatusDown))
-	g.Expect(c.Power(ctx, vm.ID, "reboot")).To(MatchError(ovirt.ErrInvalid))
+	g.Expect(c.Power(ctx, vm.ID, "suspend")).To(MatchError(ovirt.ErrInvalid), "an action the client does not know")
+	g.Expect(c.Power(ctx, vm.ID, ovirt.PowerReboot)).To(MatchError(ovirt.ErrConflict), "a VM that does not run")
 
 	g.Expect(c.RemoveNIC(ctx, vm.ID, nic.ID)).To(Succeed())
 	got, _ = c.GetVM(ctx, vm.ID)

@@ -45,7 +45,8 @@ type workloadCluster struct {
 // TestWorkloadCluster builds one workload cluster from the default flavor and takes it through
 // Cluster API's end-to-end specs in turn (each a subtest named after the spec it follows):
 // quick_start, md_scale, mhc_remediations, a reboot and a stop of a worker through the Engine,
-// the KCP rollout, cluster_deletion. A failed step
+// remediation by reboot (an OVirtRemediation from the MachineHealthCheck), the KCP rollout,
+// cluster_deletion. A failed step
 // stops the ones after it (they need its result).
 func TestWorkloadCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
@@ -59,6 +60,7 @@ func TestWorkloadCluster(t *testing.T) {
 		{"md_scale", testMDScale},
 		{"mhc_remediations", testMHCRemediation},
 		{"reboot", testReboot},
+		{"mhc_reboot_remediation", testRebootRemediation},
 		{"kcp_rollout", testKCPRollout},
 		{"cluster_deletion", testClusterDeletion},
 	} {
