@@ -97,6 +97,14 @@ func permissionSteps() []permissionStep {
 			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStart)
 			return c.Power(ctx, w.vm.ID, ovirt.PowerStop)
 		}},
+		{"reboot (remediation)", []string{ovirtsim.ActionRebootVM}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
+			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStart)
+			return c.Power(ctx, w.vm.ID, ovirt.PowerReboot)
+		}},
+		{"reset (remediation)", []string{ovirtsim.ActionResetVM}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
+			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStart)
+			return c.Power(ctx, w.vm.ID, ovirt.PowerReset)
+		}},
 		{"add a data disk", []string{ovirtsim.ActionConfigureVMStorage, ovirtsim.ActionCreateDisk}, func(ctx context.Context, w *permissionWorld, c ovirt.Client) error {
 			_ = w.admin.Power(ctx, w.vm.ID, ovirt.PowerStop) // whether the user could stop it or not
 			_, err := c.AddDisk(ctx, w.vm.ID, ovirt.DiskSpec{Alias: w.name("data"), SizeBytes: 1 << 30, StorageDomainID: w.fast.ID,
@@ -145,7 +153,7 @@ func documentedGrants(without string) []ovirtsim.Grant {
 	grants := []ovirtsim.Grant{
 		{Cluster: "Default", ActionGroups: keep(ovirtsim.ActionCreateVM, ovirtsim.ActionEditDiskProperties,
 			ovirtsim.ActionConfigureVMNetwork, ovirtsim.ActionEditVMProperties, ovirtsim.ActionRunVM,
-			ovirtsim.ActionShutDownVM, ovirtsim.ActionStopVM, ovirtsim.ActionConfigureVMStorage,
+			ovirtsim.ActionShutDownVM, ovirtsim.ActionStopVM, ovirtsim.ActionRebootVM, ovirtsim.ActionResetVM, ovirtsim.ActionConfigureVMStorage,
 			ovirtsim.ActionDeleteVM, ovirtsim.ActionManipulateAffinityGroups)},
 		{Template: "rhcos-4.14", ActionGroups: keep(ovirtsim.ActionCreateVM)},
 		{StorageDomain: "fast", ActionGroups: keep(ovirtsim.ActionCreateDisk)},
@@ -248,7 +256,7 @@ func TestEachDocumentedEnginePermissionIsNeededAndTheDocumentedGrantIsEnough(t *
 				return o.name == "add a NIC on a profile Everyone cannot use" || o.name == "change a NIC's profile"
 			}})
 	g := NewWithT(t)
-	g.Expect(cases).To(HaveLen(15), "the documented grant, 12 action groups, 2 objects")
+	g.Expect(cases).To(HaveLen(17), "the documented grant, 14 action groups, 2 objects")
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
