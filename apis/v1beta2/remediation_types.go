@@ -27,7 +27,7 @@ const (
 
 // RemediationStrategy is how and how often a Machine is remediated before it is handed to its
 // owner.
-// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || (duration(self.timeout) >= duration('1m') && duration(self.timeout) <= duration('1h'))",message="timeout must be between 1m and 1h",fieldPath=".timeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || (duration(self.timeout) >= duration('10s') && duration(self.timeout) <= duration('1h'))",message="timeout must be between 10s and 1h (a reboot of a node takes minutes: 5m is the default)",fieldPath=".timeout"
 type RemediationStrategy struct {
 	// type is the remediation: Reboot (the only one, the default).
 	// +optional
@@ -42,8 +42,8 @@ type RemediationStrategy struct {
 	RetryLimit *int32 `json:"retryLimit,omitempty"`
 
 	// timeout is how long an attempt waits for the Machine to become healthy again (the
-	// MachineHealthCheck then deletes this request) before the next attempt, from 1m to 1h
-	// (default 5m).
+	// MachineHealthCheck then deletes this request) before the next attempt, from 10s to 1h
+	// (default 5m; give it the time a node needs to boot and its kubelet to post Ready).
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }

@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
@@ -133,8 +134,31 @@ func newRemediationFixture(t *testing.T, opts ...fixtureOption) *remediationFixt
 		WithObjects(cluster, machine, om, rem, keySecret, creds, provider).
 		WithStatusSubresource(&infrav1.OVirtMachine{}, &infrav1.OVirtRemediation{}, &clusterv1.Cluster{}, &clusterv1.Machine{}).
 		Build()
+	// The manager's cache holds Machines without their status (CacheTransform): so does the
+	// reconciler's Client here; APIReader reads them whole.
+	strip := func(obj client.Object) {
+		if m, ok := obj.(*clusterv1.Machine); ok {
+			m.Status = clusterv1.MachineStatus{}
+		}
+	}
+	cached := interceptor.NewClient(f.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			strip(obj)
+			return err
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			err := c.List(ctx, list, opts...)
+			if ml, ok := list.(*clusterv1.MachineList); ok {
+				for i := range ml.Items {
+					strip(&ml.Items[i])
+				}
+			}
+			return err
+		},
+	})
 	f.r = &OVirtRemediationReconciler{
-		Client: f.c, APIReader: f.c, Recorder: f.events, ManagementClusterID: remediationMC,
+		Client: cached, APIReader: f.c, Recorder: f.events, ManagementClusterID: remediationMC,
 		Connector: &Connector{Reader: f.c, Namespace: "capov-system", Factory: fake.NewFactory(f.ov)},
 		VMPoll:    10 * time.Second, Retry: time.Minute,
 		Now: func() time.Time { return f.now },

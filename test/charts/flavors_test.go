@@ -330,7 +330,7 @@ func TestEveryFlavorIsAcceptedByTheAPIServer(t *testing.T) {
 				checked++
 			case o.GetKind() == "OVirtRemediationTemplate":
 				g.Expect(unstructured.SetNestedField(o.Object, "2h", "spec", "template", "spec", "strategy", "timeout")).To(Succeed())
-				g.Expect(c.Create(ctx, o)).To(MatchError(ContainSubstring("timeout must be between 1m and 1h")))
+				g.Expect(c.Create(ctx, o)).To(MatchError(ContainSubstring("timeout must be between 10s and 1h")))
 				checked++
 			}
 		}

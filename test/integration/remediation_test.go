@@ -22,7 +22,7 @@ import (
 )
 
 // remediationTimeout is each attempt's timeout in these tests: the CRD's minimum.
-const remediationTimeout = time.Minute
+const remediationTimeout = 10 * time.Second
 
 // remediatedMachine is a Ready machine whose Node registered and whose Machine a
 // MachineHealthCheck found unhealthy (as the MachineHealthCheck marks it).
@@ -58,7 +58,7 @@ func remediationRequest(t *testing.T, tc *testCluster, m *clusterv1.Machine, ret
 	t.Helper()
 	rem := &infrav1.OVirtRemediation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: tc.cluster.Name},
+			Labels:          map[string]string{clusterv1.ClusterNameLabel: tc.cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID}}},
 		Spec: infrav1.OVirtRemediationSpec{Strategy: &infrav1.RemediationStrategy{Type: infrav1.RemediationStrategyReboot,
 			RetryLimit: ptr.To(retryLimit), Timeout: &metav1.Duration{Duration: remediationTimeout}}},
