@@ -167,7 +167,9 @@ const (
 	// filter HostDevice); retried.
 	HostDeviceUnavailableReason = "HostDeviceUnavailable"
 	// RemediationInProgressReason: an OVirtRemediation is rebooting the VM; the manager leaves its
-	// power alone until the attempt ends.
+	// power alone until the attempt ends. Also the reason of an OVirtRemediation's Ready True in
+	// phase Running: an attempt was made and the request waits spec.strategy.timeout for the
+	// Machine to be healthy.
 	RemediationInProgressReason = "RemediationInProgress"
 )
 
@@ -200,6 +202,44 @@ const (
 	// SystemDisksUnknownReason: systemDiskIDs was never recorded (status lost) and CAPOV cannot
 	// tell which of the VM's disks came from the template; it does not remove the VM.
 	SystemDisksUnknownReason = "SystemDisksUnknown"
+)
+
+// Condition types of an OVirtRemediation besides Ready, CanConnectToOVirt and Paused.
+const (
+	// OwnershipProvenCondition is True when the VM carries the OVirtMachine's current owner
+	// marker with a proof that verifies under the Cluster's key, on the Engine that recorded it.
+	// False with VMNotOwnedReason: the remediation writes nothing to the VM and hands the Machine
+	// over.
+	OwnershipProvenCondition = "OwnershipProven"
+)
+
+// Reasons of an OVirtRemediation's conditions (Ready, OwnershipProven) and of the Machine's
+// ExternallyRemediated condition at the hand-over; RemediationInProgressReason (Ready True, phase
+// Running) is among the reasons of MachineOn.
+const (
+	// WaitingForEngineReason (Ready False, phase Waiting): the Engine cannot be reached or read
+	// (CanConnectToOVirt says why); no attempt and no hand-over until it can.
+	WaitingForEngineReason = "WaitingForEngine"
+	// WaitingForEtcdQuorumReason (Ready False, phase Waiting): rebooting this control-plane
+	// machine would leave fewer than a majority of the control plane's etcd members healthy.
+	WaitingForEtcdQuorumReason = "WaitingForEtcdQuorum"
+	// WaitingForOVirtMachineReason (Ready False, phase Waiting): the Machine's OVirtMachine or
+	// its VM id is not known (yet).
+	WaitingForOVirtMachineReason = "WaitingForOVirtMachine"
+	// RetryLimitReachedReason (Ready True, phase WaitingForOwner): every attempt timed out; the
+	// Machine is handed to its owner.
+	RetryLimitReachedReason = "RetryLimitReached"
+	// MachineHasNoNodeReason (Ready True, phase WaitingForOwner): the Machine never had a Node; a
+	// reboot cannot help a first boot (the VM would come back without its bootstrap data).
+	MachineHasNoNodeReason = "MachineHasNoNode"
+	// NotAnOVirtMachineReason (Ready True, phase WaitingForOwner): the Machine's infrastructure
+	// is not an OVirtMachine.
+	NotAnOVirtMachineReason = "NotAnOVirtMachine"
+	// OwnerMarkerVerifiedReason goes with OwnershipProven True.
+	OwnerMarkerVerifiedReason = "OwnerMarkerVerified"
+	// RemediationFailedReason (the Machine's ExternallyRemediated False): the attempts did not
+	// make the Machine healthy, or none could be made; the message lists them.
+	RemediationFailedReason = "RemediationFailed"
 )
 
 // Reasons of several steps that guard writes to a VM (MachineCreated, MachineDeleted).

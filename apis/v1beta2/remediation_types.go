@@ -11,8 +11,9 @@ import (
 // +kubebuilder:validation:Enum=Reboot
 type RemediationStrategyType string
 
-// RemediationStrategyReboot reboots the VM through the Engine (reboot, then reset or stop and
-// start when the guest does not answer) and hands the Machine to its owner after the retries.
+// RemediationStrategyReboot reboots the VM through the Engine (reboot, then, within the same
+// attempt, reset or stop and start when the guest shows no sign of a restart) and hands the
+// Machine to its owner after the retries.
 const RemediationStrategyReboot RemediationStrategyType = "Reboot"
 
 // Defaults and limits of the remediation strategy.
@@ -95,7 +96,8 @@ type RemediationAction string
 
 // The actions of a remediation attempt.
 const (
-	// RemediationActionReboot is the Engine's reboot (through the guest: ACPI or the agent).
+	// RemediationActionReboot is the Engine's reboot (through the guest: ACPI or the agent); a
+	// guest that shows no sign of a restart is then reset within the same attempt (escalatedAt).
 	RemediationActionReboot RemediationAction = "Reboot"
 	// RemediationActionReset is the Engine's reset (a hard reset of the virtual hardware).
 	RemediationActionReset RemediationAction = "Reset"
@@ -106,6 +108,23 @@ const (
 	// RemediationActionNone: the VM was in a state no power action helps (not responding,
 	// unknown, migrating, locked): the attempt only waited.
 	RemediationActionNone RemediationAction = "None"
+)
+
+// RemediationStage is what an attempt still does before it only waits for its timeout.
+// +kubebuilder:validation:Enum=AwaitingRestart;Stopping
+type RemediationStage string
+
+// The stages of a remediation attempt.
+const (
+	// RemediationStageAwaitingRestart: the Engine was asked to reboot the VM, and the attempt
+	// waits for a sign that the guest restarted (the Node's boot id changed, or the VM seen
+	// down, wait_for_launch or powering_up). Without one within min(2m, timeout/2) of the
+	// request, the same attempt resets the VM (or stops and starts it): a hung guest ignores the
+	// Engine's reboot.
+	RemediationStageAwaitingRestart RemediationStage = "AwaitingRestart"
+	// RemediationStageStopping: the VM of a stop and start is being stopped; it is started once
+	// down.
+	RemediationStageStopping RemediationStage = "Stopping"
 )
 
 // RemediationAttempt records one attempt.
@@ -120,10 +139,28 @@ type RemediationAttempt struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	VMStatus string `json:"vmStatus,omitempty"`
-	// result is what came of it: the Engine's refusal, a fallback, or the timeout.
+	// result is what came of it: the Engine's refusal, a fallback, the sign that the guest
+	// restarted or its absence, or the timeout.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Result string `json:"result,omitempty"`
+	// stage is what the attempt still does before it only waits for its timeout:
+	// AwaitingRestart (a reboot waits for a sign that the guest restarted, else the attempt
+	// resets the VM) or Stopping (the VM of a stop and start is started once down). Empty:
+	// nothing more.
+	// +optional
+	Stage RemediationStage `json:"stage,omitempty"`
+	// nodeBootID is the boot id (status.nodeInfo.bootID) of the Machine's workload Node when the
+	// attempt was requested; another boot id later proves that the guest restarted. Empty when
+	// the workload cluster or the Node could not be read: then only the VM's status can prove it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	NodeBootID string `json:"nodeBootID,omitempty"`
+	// escalatedAt is when the attempt went on with a reset (or a stop and start) because the
+	// guest showed no sign of a restart within min(2m, timeout/2) of the reboot. The attempt's
+	// timeout still counts from requestedAt.
+	// +optional
+	EscalatedAt *metav1.Time `json:"escalatedAt,omitempty"`
 }
 
 // OVirtRemediationStatus is the observed state of an OVirtRemediation.

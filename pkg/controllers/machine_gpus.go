@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,7 +293,7 @@ func (r *OVirtMachineReconciler) reserveHostDevices(ctx context.Context, s *mach
 				}
 			}
 		}
-		chosen, summary := chooseUnits(units, om.Spec.GPUs, entries)
+		chosen, summary := chooseUnits(spreadUnits(units, string(om.UID)), om.Spec.GPUs, entries)
 		if chosen == nil {
 			seen = append(seen, h.Name+": "+summary)
 			continue
@@ -321,6 +322,19 @@ func describePassthrough(gpus []infrav1.GPU) string {
 		parts = append(parts, fmt.Sprintf("%d × %s:%s", g.GPUCount(), strings.ToLower(g.VendorID), strings.ToLower(g.DeviceID)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// spreadUnits orders a host's units by a hash of the machine and the unit: machines created
+// together try different units first instead of racing for the same claim.
+func spreadUnits(units []*deviceUnit, machine string) []*deviceUnit {
+	out := slices.Clone(units)
+	key := func(u *deviceUnit) uint64 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(machine + "/" + u.key))
+		return h.Sum64()
+	}
+	slices.SortStableFunc(out, func(a, b *deviceUnit) int { return cmp.Compare(key(a), key(b)) })
+	return out
 }
 
 // chooseUnits picks free units of one host that give every Passthrough entry its count, or nil
@@ -526,8 +540,14 @@ func (r *OVirtMachineReconciler) attachHostDevices(ctx context.Context, s *machi
 	if err != nil {
 		return stop(ctrl.Result{}, fmt.Errorf("listing the host devices of VM %s: %w", vm.ID, err))
 	}
+	present := map[string]bool{}
+	for _, h := range have {
+		present[h.Name] = true
+	}
+	// One attach per unit (an IOMMU group, one claim): the Engine adds the rest of the group
+	// with it, so the VM's devices need not be read again.
 	for _, d := range om.Status.HostDevices {
-		if slices.ContainsFunc(have, func(h ovirt.HostDevice) bool { return h.Name == d.Name }) {
+		if present[d.Name] {
 			continue
 		}
 		if err := s.ovirt.AttachHostDevice(ctx, vm.ID, d.Name); err != nil {
@@ -544,12 +564,11 @@ func (r *OVirtMachineReconciler) attachHostDevices(ctx context.Context, s *machi
 			}
 			return stop(ctrl.Result{}, fmt.Errorf("attaching host device %s to VM %s: %w", d.Name, vm.ID, err))
 		}
-		if !slices.ContainsFunc(have, func(h ovirt.HostDevice) bool { return h.Name == d.Name }) {
-			r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventHostDeviceAttached, "AttachHostDevice", "Attached host device %s of host %s to VM %s", d.Name, d.Host, vm.ID)
-		}
-		// The Engine adds the rest of the IOMMU group with it: read again before the next one.
-		if have, err = s.ovirt.ListVMHostDevices(ctx, vm.ID); err != nil {
-			return stop(ctrl.Result{}, fmt.Errorf("listing the host devices of VM %s: %w", vm.ID, err))
+		r.Recorder.Eventf(om, nil, corev1.EventTypeNormal, eventHostDeviceAttached, "AttachHostDevice", "Attached host device %s of host %s to VM %s", d.Name, d.Host, vm.ID)
+		for _, o := range om.Status.HostDevices {
+			if o.Claim == d.Claim && (d.Claim != "" || o.Name == d.Name) {
+				present[o.Name] = true
+			}
 		}
 	}
 	return next()

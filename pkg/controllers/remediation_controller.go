@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -37,9 +39,10 @@ import (
 
 // The remediation of docs/proposals/2026-12-06-gpus-and-reboot-remediation.md ("Remediation
 // flow"): Cluster API's MachineHealthCheck creates an OVirtRemediation named after an unhealthy
-// Machine; the manager reboots the Machine's VM through the Engine, waits spec.strategy.timeout
-// for the MachineHealthCheck to find the Machine healthy (it then deletes the request), tries
-// again up to retryLimit times, and then hands the Machine to its owner (MachineSet or
+// Machine; the manager reboots the Machine's VM through the Engine, resets it within the same
+// attempt when the guest shows no sign of a restart (a hung guest ignores the Engine's reboot),
+// waits spec.strategy.timeout for the MachineHealthCheck to find the Machine healthy (it then
+// deletes the request), tries again up to retryLimit times, and then hands the Machine to its owner (MachineSet or
 // KubeadmControlPlane) by setting OwnerRemediated=False on it. It never deletes a Machine, never
 // writes to a VM whose ownership is not proven, does nothing while paused, and neither acts nor
 // hands over while the Engine cannot be read.
@@ -47,43 +50,6 @@ import (
 // RemediationFinalizer is the finalizer of every OVirtRemediation: its removal (the
 // MachineHealthCheck deleting the request) clears the Machine's ExternallyRemediated condition.
 const RemediationFinalizer = "ovirtremediation.infrastructure.cluster.x-k8s.io"
-
-// Condition types of an OVirtRemediation besides Ready, CanConnectToOVirt and Paused.
-const (
-	// OwnershipProvenCondition is True when the VM carries the OVirtMachine's current owner
-	// marker with a proof that verifies under the Cluster's key, on the Engine that recorded it.
-	OwnershipProvenCondition = "OwnershipProven"
-)
-
-// Reasons of an OVirtRemediation's conditions, and of the Machine's ExternallyRemediated.
-const (
-	// RemediationInProgressReason (Ready True, phase Running): an attempt was made and the
-	// request waits spec.strategy.timeout for the Machine to be healthy.
-	RemediationInProgressReason = "RemediationInProgress"
-	// WaitingForEngineReason (Ready False, phase Waiting): the Engine cannot be reached or read
-	// (CanConnectToOVirt says why); no attempt and no hand-over until it can.
-	WaitingForEngineReason = "WaitingForEngine"
-	// WaitingForEtcdQuorumReason (Ready False, phase Waiting): rebooting this control-plane
-	// machine would leave fewer than a majority of the control plane's etcd members healthy.
-	WaitingForEtcdQuorumReason = "WaitingForEtcdQuorum"
-	// WaitingForOVirtMachineReason (Ready False, phase Waiting): the Machine's OVirtMachine or
-	// its VM id is not known (yet).
-	WaitingForOVirtMachineReason = "WaitingForOVirtMachine"
-	// RetryLimitReachedReason (Ready True, phase WaitingForOwner): every attempt timed out; the
-	// Machine is handed to its owner.
-	RetryLimitReachedReason = "RetryLimitReached"
-	// MachineHasNoNodeReason (Ready True, phase WaitingForOwner): the Machine never had a Node; a
-	// reboot cannot help a first boot (the VM would come back without its bootstrap data).
-	MachineHasNoNodeReason = "MachineHasNoNode"
-	// NotAnOVirtMachineReason (Ready True, phase WaitingForOwner): the Machine's infrastructure
-	// is not an OVirtMachine.
-	NotAnOVirtMachineReason = "NotAnOVirtMachine"
-	// OwnerMarkerVerifiedReason goes with OwnershipProven True.
-	OwnerMarkerVerifiedReason = "OwnerMarkerVerified"
-	// RemediationFailedReason (the Machine's ExternallyRemediated False): the attempts did not
-	// make the Machine healthy, or none could be made; the message lists them.
-	RemediationFailedReason = "RemediationFailed"
-)
 
 // Event reasons of the remediation (on the OVirtRemediation and on its Machine).
 const (
@@ -93,15 +59,22 @@ const (
 	eventStartRequested           = "StartRequested"
 	eventRemediationTimedOut      = "RemediationTimedOut"
 	eventRemediationHandedToOwner = "RemediationHandedToOwner"
+	eventGuestDidNotAnswer        = "GuestDidNotAnswer"
 )
 
-// Results of a stop/start attempt: resultStartOnceDown ends the result while the VM is being
-// stopped (the start follows once it is down); resultStarted replaces it after the start.
+// What an attempt's result records of a stop and start, and of its timeout.
 const (
-	resultStartOnceDown = "stop requested, start once down"
-	resultStarted       = "stopped, then started"
+	resultStopRequested = "stop requested"
+	resultStarted       = "started once down"
 	resultTimedOut      = "timed out"
 )
+
+// restartProofWindow is how long after a reboot the guest has, at most, to show a sign that it
+// restarted (the Node's boot id changed, the VM seen down, wait_for_launch or powering_up)
+// before the same attempt resets the VM: min(restartProofWindow, timeout/2), so that the reset
+// keeps at least half of the attempt's timeout. A guest that hangs ignores the Engine's warm
+// reboot (ACPI or the guest agent): the VM stays up, nothing restarts.
+const restartProofWindow = 2 * time.Minute
 
 // maxResultLength is the MaxLength of status.attempts[].result.
 const maxResultLength = 1024
@@ -117,6 +90,10 @@ type OVirtRemediationReconciler struct {
 	APIReader client.Reader
 	// Connector hands out oVirt clients per OVirtProvider.
 	Connector *Connector
+	// ClusterCache reaches workload clusters: the Machine's Node tells by its boot id whether
+	// the guest restarted after a reboot. nil, or a workload cluster that cannot be reached:
+	// only the VM's status can tell.
+	ClusterCache clustercache.ClusterCache
 	// Recorder emits events on the OVirtRemediation and its Machine.
 	Recorder events.EventRecorder
 	// ManagementClusterID is the management cluster's id in the owner markers (the
@@ -192,7 +169,7 @@ type remediationScope struct {
 
 // ownedRemediationConditions are the conditions the manager owns on OVirtRemediations.
 var ownedRemediationConditions = []string{
-	infrav1.ReadyCondition, infrav1.CanConnectToOVirtCondition, OwnershipProvenCondition, infrav1.PausedCondition,
+	infrav1.ReadyCondition, infrav1.CanConnectToOVirtCondition, infrav1.OwnershipProvenCondition, infrav1.PausedCondition,
 }
 
 // Reconcile runs the preamble (request, Machine, Cluster, pause, finalizer, patch helper) and then
@@ -354,7 +331,7 @@ func (r *OVirtRemediationReconciler) ensurePaused(ctx context.Context, cluster *
 // never waits for the Engine.
 func (r *OVirtRemediationReconciler) finalize(ctx context.Context, rem *infrav1.OVirtRemediation, machine *clusterv1.Machine) error {
 	if c := conditions.Get(machine, clusterv1.MachineExternallyRemediatedCondition); c != nil && machine.DeletionTimestamp.IsZero() &&
-		(c.Reason == RemediationFailedReason || c.Reason == clusterv1.MachineExternallyRemediatedWaitingForRemediationReason) {
+		(c.Reason == infrav1.RemediationFailedReason || c.Reason == clusterv1.MachineExternallyRemediatedWaitingForRemediationReason) {
 		helper, err := patch.NewHelper(machine, r.machineWriter())
 		if err != nil {
 			return err
@@ -420,19 +397,19 @@ func (r *OVirtRemediationReconciler) reconcileNormal(ctx context.Context, s *rem
 	if s.om == nil {
 		ref := machine.Spec.InfrastructureRef
 		if ref.Kind != "OVirtMachine" || ref.APIGroup != infrav1.GroupVersion.Group {
-			return ctrl.Result{}, r.handOver(ctx, s, NotAnOVirtMachineReason, fmt.Sprintf(
+			return ctrl.Result{}, r.handOver(ctx, s, infrav1.NotAnOVirtMachineReason, fmt.Sprintf(
 				"the Machine's infrastructure is a %s (%s), not an OVirtMachine: CAPOV cannot reboot it", ref.Kind, ref.APIGroup))
 		}
-		r.waiting(s, WaitingForOVirtMachineReason, fmt.Sprintf("OVirtMachine %s does not exist", ref.Name))
+		r.waiting(s, infrav1.WaitingForOVirtMachineReason, fmt.Sprintf("OVirtMachine %s does not exist", ref.Name))
 		return ctrl.Result{RequeueAfter: r.Retry}, nil
 	}
 	if !machine.Status.NodeRef.IsDefined() && len(rem.Status.Attempts) == 0 {
-		return ctrl.Result{}, r.handOver(ctx, s, MachineHasNoNodeReason,
+		return ctrl.Result{}, r.handOver(ctx, s, infrav1.MachineHasNoNodeReason,
 			"the Machine never had a Node: a reboot cannot help a first boot (the VM would restart without its bootstrap data)")
 	}
 	vmID := vmIDOf(s.om)
 	if vmID == "" {
-		r.waiting(s, WaitingForOVirtMachineReason, fmt.Sprintf("OVirtMachine %s has no VM id yet", s.om.Name))
+		r.waiting(s, infrav1.WaitingForOVirtMachineReason, fmt.Sprintf("OVirtMachine %s has no VM id yet", s.om.Name))
 		return ctrl.Result{RequeueAfter: r.Retry}, nil
 	}
 
@@ -458,41 +435,42 @@ func (r *OVirtRemediationReconciler) reconcileNormal(ctx context.Context, s *rem
 	}
 	if !proven {
 		msg := fmt.Sprintf("VM %s: %s; CAPOV does not touch it (docs/operations.md, \"A VM that is not ours\")", vm.ID, why)
-		if conditions.GetReason(rem, OwnershipProvenCondition) != infrav1.VMNotOwnedReason {
+		if conditions.GetReason(rem, infrav1.OwnershipProvenCondition) != infrav1.VMNotOwnedReason {
 			r.event(s, corev1.EventTypeWarning, eventVMNotOwned, "CheckOwner", "%s", msg)
 		}
-		conditions.Set(rem, metav1.Condition{Type: OwnershipProvenCondition, Status: metav1.ConditionFalse, Reason: infrav1.VMNotOwnedReason, Message: msg})
+		conditions.Set(rem, metav1.Condition{Type: infrav1.OwnershipProvenCondition, Status: metav1.ConditionFalse, Reason: infrav1.VMNotOwnedReason, Message: msg})
 		s.log.Info("Not rebooting a VM that does not prove it is the Machine's", "vmID", vm.ID, "why", why)
 		return ctrl.Result{}, r.handOver(ctx, s, infrav1.VMNotOwnedReason, msg)
 	}
-	conditions.Set(rem, metav1.Condition{Type: OwnershipProvenCondition, Status: metav1.ConditionTrue, Reason: OwnerMarkerVerifiedReason})
+	conditions.Set(rem, metav1.Condition{Type: infrav1.OwnershipProvenCondition, Status: metav1.ConditionTrue, Reason: infrav1.OwnerMarkerVerifiedReason})
 
 	now := r.Now()
 	if n := len(rem.Status.Attempts); n > 0 {
 		last := &rem.Status.Attempts[n-1]
-		if strings.HasSuffix(last.Result, resultStartOnceDown) {
+		switch last.Stage {
+		case infrav1.RemediationStageStopping:
 			if res, done, err := r.continueStopStart(ctx, s, last); done || err != nil {
 				return res, err
 			}
-		}
-		started := last.RequestedAt.Time
-		if rem.Status.LastRemediated != nil {
-			started = rem.Status.LastRemediated.Time
-		}
-		if left := started.Add(rem.Spec.Timeout()).Sub(now); left > 0 {
-			r.running(s)
-			if strings.HasSuffix(last.Result, resultStartOnceDown) {
-				return ctrl.Result{RequeueAfter: min(left, r.VMPoll)}, nil
+		case infrav1.RemediationStageAwaitingRestart:
+			if res, done, err := r.awaitRestart(ctx, s, last, n, now); done || err != nil {
+				return res, err
 			}
-			return ctrl.Result{RequeueAfter: left}, nil
 		}
+		if now.Before(attemptEnd(rem)) {
+			r.running(s)
+			return ctrl.Result{RequeueAfter: r.untilNextLook(s, now)}, nil
+		}
+		// Timed out: the attempt does nothing more (a VM it stopped and that is still not down
+		// is the next attempt's, by its status).
+		last.Stage = ""
 		if !strings.HasSuffix(last.Result, resultTimedOut) {
 			last.Result = appendResult(last.Result, resultTimedOut)
 			r.event(s, corev1.EventTypeWarning, eventRemediationTimedOut, "Remediate",
 				"Attempt %d (%s) did not make Machine %s healthy within %s", n, last.Action, machine.Name, rem.Spec.Timeout())
 		}
 		if int(rem.Status.RetryCount) >= rem.Spec.RetryLimit() || n >= infrav1.MaxRemediationAttempts {
-			return ctrl.Result{}, r.handOver(ctx, s, RetryLimitReachedReason, fmt.Sprintf(
+			return ctrl.Result{}, r.handOver(ctx, s, infrav1.RetryLimitReachedReason, fmt.Sprintf(
 				"%d attempt(s) did not make the Machine healthy within %s each (retryLimit %d)", n, rem.Spec.Timeout(), rem.Spec.RetryLimit()))
 		}
 	}
@@ -500,7 +478,7 @@ func (r *OVirtRemediationReconciler) reconcileNormal(ctx context.Context, s *rem
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		r.waiting(s, WaitingForEtcdQuorumReason, msg)
+		r.waiting(s, infrav1.WaitingForEtcdQuorumReason, msg)
 		return ctrl.Result{RequeueAfter: r.Retry}, nil
 	}
 	return r.attempt(ctx, s, now)
@@ -549,7 +527,7 @@ func (r *OVirtRemediationReconciler) engineProblem(s *remediationScope, err erro
 // cannotConnect sets CanConnectToOVirt False and the phase Waiting.
 func (r *OVirtRemediationReconciler) cannotConnect(s *remediationScope, reason, msg string) {
 	conditions.Set(s.rem, metav1.Condition{Type: infrav1.CanConnectToOVirtCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
-	r.waiting(s, WaitingForEngineReason, "the Engine cannot be read ("+reason+"): no reboot and no hand-over until it can; "+
+	r.waiting(s, infrav1.WaitingForEngineReason, "the Engine cannot be read ("+reason+"): no reboot and no hand-over until it can; "+
 		"a Machine unhealthy because oVirt is down is not rebooted")
 }
 
@@ -572,8 +550,12 @@ func (r *OVirtRemediationReconciler) running(s *remediationScope) {
 		if last.Result != "" {
 			msg += " (" + last.Result + ")"
 		}
+		if last.Stage == infrav1.RemediationStageAwaitingRestart {
+			msg += fmt.Sprintf("; the VM is reset at %s unless the guest shows a sign of a restart before",
+				restartDeadline(rem, &last).UTC().Format(time.RFC3339))
+		}
 	}
-	conditions.Set(rem, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: RemediationInProgressReason, Message: msg})
+	conditions.Set(rem, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.RemediationInProgressReason, Message: msg})
 }
 
 // proveOwnership checks that the VM is the OVirtMachine's: its current owner marker, with a
@@ -657,8 +639,11 @@ func (r *OVirtRemediationReconciler) attempt(ctx context.Context, s *remediation
 	}
 	a := infrav1.RemediationAttempt{Action: action, RequestedAt: metav1.NewTime(now), VMStatus: string(vm.Status)}
 	switch action {
+	case infrav1.RemediationActionReboot:
+		// The boot id before the reboot: another one later proves the guest restarted.
+		a.Stage, a.NodeBootID = infrav1.RemediationStageAwaitingRestart, r.nodeBootID(ctx, s)
 	case infrav1.RemediationActionStopStart:
-		a.Result = "VM " + string(vm.Status) + ": " + resultStartOnceDown
+		a.Stage, a.Result = infrav1.RemediationStageStopping, "VM "+string(vm.Status)+": "+resultStopRequested
 	case infrav1.RemediationActionNone:
 		a.Result = "VM " + string(vm.Status) + ": no power action helps; waiting"
 	}
@@ -668,28 +653,17 @@ func (r *OVirtRemediationReconciler) attempt(ctx context.Context, s *remediation
 	if err := r.persist(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	last := &rem.Status.Attempts[len(rem.Status.Attempts)-1]
+	last := lastAttempt(rem)
 	n := len(rem.Status.Attempts)
 	switch action {
 	case infrav1.RemediationActionReboot:
 		if err := s.ovirt.Power(ctx, vm.ID, ovirt.PowerReboot); err != nil {
+			// Refused or not, the guest has until the deadline to show it restarted.
 			return r.refused(s, last, err)
 		}
 		r.event(s, corev1.EventTypeNormal, eventRebootRequested, "Remediate", "Attempt %d: asked oVirt to reboot VM %s", n, vm.ID)
 	case infrav1.RemediationActionReset:
-		if err := s.ovirt.Power(ctx, vm.ID, ovirt.PowerReset); err != nil {
-			if !errors.Is(err, ovirt.ErrInvalid) || ovirt.PermissionDenied(err) {
-				return r.refused(s, last, err)
-			}
-			// The Engine cannot reset here (cluster level below 4.6): stop, then start.
-			last.Action = infrav1.RemediationActionStopStart
-			last.Result = truncateResult("reset refused (" + err.Error() + "): " + resultStartOnceDown)
-			if err := r.persist(ctx, s); err != nil {
-				return ctrl.Result{}, err
-			}
-			return r.stop(ctx, s, last, n)
-		}
-		r.event(s, corev1.EventTypeNormal, eventResetRequested, "Remediate", "Attempt %d: asked oVirt to reset VM %s", n, vm.ID)
+		return r.reset(ctx, s, n)
 	case infrav1.RemediationActionStopStart:
 		return r.stop(ctx, s, last, n)
 	case infrav1.RemediationActionStart:
@@ -699,7 +673,188 @@ func (r *OVirtRemediationReconciler) attempt(ctx context.Context, s *remediation
 		r.event(s, corev1.EventTypeNormal, eventStartRequested, "Remediate", "Attempt %d: VM %s was down; asked oVirt to start it", n, vm.ID)
 	}
 	r.running(s)
-	return ctrl.Result{RequeueAfter: rem.Spec.Timeout()}, nil
+	return ctrl.Result{RequeueAfter: r.untilNextLook(s, now)}, nil
+}
+
+// reset asks the Engine to reset the VM of attempt n (recorded and persisted by the caller).
+// When the Engine cannot (cluster level below 4.6: ErrInvalid), the attempt stops the VM, to
+// start it once down.
+func (r *OVirtRemediationReconciler) reset(ctx context.Context, s *remediationScope, n int) (ctrl.Result, error) {
+	last := lastAttempt(s.rem)
+	if err := s.ovirt.Power(ctx, s.vm.ID, ovirt.PowerReset); err != nil {
+		if !errors.Is(err, ovirt.ErrInvalid) || ovirt.PermissionDenied(err) {
+			return r.refused(s, last, err)
+		}
+		// The Engine cannot reset here (cluster level below 4.6): stop, then start.
+		if last.Action == infrav1.RemediationActionReset {
+			last.Action = infrav1.RemediationActionStopStart
+		}
+		last.Stage = infrav1.RemediationStageStopping
+		last.Result = truncateResult(appendResult(last.Result, "reset refused ("+err.Error()+"): "+resultStopRequested))
+		if err := r.persist(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.stop(ctx, s, lastAttempt(s.rem), n)
+	}
+	r.event(s, corev1.EventTypeNormal, eventResetRequested, "Remediate", "Attempt %d: asked oVirt to reset VM %s", n, s.vm.ID)
+	r.running(s)
+	return ctrl.Result{RequeueAfter: r.untilNextLook(s, r.Now())}, nil
+}
+
+// awaitRestart looks, after the reboot of attempt n, for a sign that the guest restarted
+// (restartSign). With one, the attempt only waits for its timeout. Without one at the deadline
+// (restartProofWindow) and before the timeout, the guest did not answer: the same attempt
+// resets the VM (escalate). done is false when the caller goes on.
+func (r *OVirtRemediationReconciler) awaitRestart(ctx context.Context, s *remediationScope, last *infrav1.RemediationAttempt, n int, now time.Time) (ctrl.Result, bool, error) {
+	if sign := r.restartSign(ctx, s, last); sign != "" {
+		last.Stage = ""
+		last.Result = truncateResult(appendResult(last.Result, "the guest restarted ("+sign+")"))
+		s.log.Info("The guest restarted after the reboot", "vmID", s.vm.ID, "sign", sign)
+		return ctrl.Result{}, false, nil
+	}
+	if now.Before(restartDeadline(s.rem, last)) || !now.Before(attemptEnd(s.rem)) {
+		// Still time for a sign; or none came before the timeout, which then decides (the
+		// manager was not running, or the Engine could not be read, at the deadline).
+		return ctrl.Result{}, false, nil
+	}
+	res, err := r.escalate(ctx, s, n, now)
+	return res, true, err
+}
+
+// restartSign returns what shows that the guest restarted since the attempt's reboot, or "":
+// the VM seen down, wait_for_launch or powering_up (a cold reboot passes through them; not
+// when the VM was already in that status at the request), or the workload Node's boot id no
+// longer the one recorded at the request. The Engine's reboot_in_progress is no sign: the
+// Engine shows it for a guest that ignores the reboot too. A workload cluster that cannot be
+// read proves nothing.
+func (r *OVirtRemediationReconciler) restartSign(ctx context.Context, s *remediationScope, last *infrav1.RemediationAttempt) string {
+	switch st := s.vm.Status; st {
+	case ovirt.VMStatusDown, ovirt.VMStatusWaitForLaunch, ovirt.VMStatusPoweringUp:
+		if string(st) != last.VMStatus {
+			return "VM seen " + string(st)
+		}
+	}
+	if last.NodeBootID == "" {
+		return ""
+	}
+	if id := r.nodeBootID(ctx, s); id != "" && id != last.NodeBootID {
+		return fmt.Sprintf("Node %s has a new boot id", s.machine.Status.NodeRef.Name)
+	}
+	return ""
+}
+
+// escalate goes on with attempt n, whose reboot the guest did not answer: a reset (or, when the
+// Engine cannot reset, a stop and start; a paused VM is stopped and started), recorded and
+// persisted before the Engine call. A VM in a status no power action helps (not responding,
+// migrating, locked...) is left to the timeout.
+func (r *OVirtRemediationReconciler) escalate(ctx context.Context, s *remediationScope, n int, now time.Time) (ctrl.Result, error) {
+	rem, vm := s.rem, s.vm
+	last := lastAttempt(rem)
+	window := min(restartProofWindow, rem.Spec.Timeout()/2)
+	noSign := fmt.Sprintf("no sign of a restart within %s", window)
+	why := fmt.Sprintf("Attempt %d: the guest of VM %s showed no sign of a restart within %s of the reboot (VM %s", n, vm.ID, window, vm.Status)
+	if last.NodeBootID != "" {
+		why += fmt.Sprintf(", Node %s with the same boot id", s.machine.Status.NodeRef.Name)
+	}
+	why += ")"
+	last.Stage = ""
+	switch vm.Status {
+	case ovirt.VMStatusUp, ovirt.VMStatusPoweringUp, ovirt.VMStatusRebootInProgress, ovirt.VMStatusPoweringDown:
+		last.EscalatedAt = ptr.To(metav1.NewTime(now))
+		last.Result = truncateResult(appendResult(last.Result, noSign+": reset"))
+		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; resetting it", why)
+		s.log.Info("The guest did not answer the reboot; resetting the VM", "vmID", vm.ID, "vmStatus", vm.Status)
+		if err := r.persist(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.reset(ctx, s, n)
+	case ovirt.VMStatusPaused:
+		last.EscalatedAt = ptr.To(metav1.NewTime(now))
+		last.Stage = infrav1.RemediationStageStopping
+		last.Result = truncateResult(appendResult(last.Result, noSign+": VM paused: "+resultStopRequested))
+		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; stopping and starting it", why)
+		s.log.Info("The guest did not answer the reboot; stopping and starting the VM", "vmID", vm.ID, "vmStatus", vm.Status)
+		if err := r.persist(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.stop(ctx, s, lastAttempt(rem), n)
+	default:
+		last.Result = truncateResult(appendResult(last.Result, noSign+": VM "+string(vm.Status)+": no power action helps; waiting"))
+		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; no power action helps while it is %s", why, vm.Status)
+		r.running(s)
+		return ctrl.Result{RequeueAfter: r.untilNextLook(s, now)}, nil
+	}
+}
+
+// nodeBootID returns the boot id (status.nodeInfo.bootID) of the Machine's workload Node, read
+// live through the ClusterCache (its Node cache keeps no boot id, CacheTransform; a remediation
+// reads one Node a few times). "" when there is no ClusterCache, the workload cluster is not
+// connected or the Node cannot be read: an unreachable workload cluster is no sign of anything.
+func (r *OVirtRemediationReconciler) nodeBootID(ctx context.Context, s *remediationScope) string {
+	name := s.machine.Status.NodeRef.Name
+	if r.ClusterCache == nil || name == "" {
+		return ""
+	}
+	log := s.log.WithValues("Node", klog.KRef("", name))
+	remote, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
+	if err != nil {
+		log.V(4).Info("Cannot reach the workload cluster to read the Node's boot id", "error", err.Error())
+		return ""
+	}
+	node := &corev1.Node{}
+	if err := remote.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		log.V(4).Info("Cannot read the Node's boot id", "error", err.Error())
+		return ""
+	}
+	if id := node.Status.NodeInfo.BootID; len(id) <= maxBootIDLength {
+		return id
+	}
+	return "" // not a boot id status.attempts can hold (a UUID)
+}
+
+// maxBootIDLength is the MaxLength of status.attempts[].nodeBootID.
+const maxBootIDLength = 64
+
+// lastAttempt returns the request's last attempt (there is one). Taken again after each
+// persist: a patch decodes the answer into the request.
+func lastAttempt(rem *infrav1.OVirtRemediation) *infrav1.RemediationAttempt {
+	return &rem.Status.Attempts[len(rem.Status.Attempts)-1]
+}
+
+// attemptEnd is when the last attempt times out: timeout after it was requested.
+func attemptEnd(rem *infrav1.OVirtRemediation) time.Time {
+	started := lastAttempt(rem).RequestedAt.Time
+	if rem.Status.LastRemediated != nil {
+		started = rem.Status.LastRemediated.Time
+	}
+	return started.Add(rem.Spec.Timeout())
+}
+
+// restartDeadline is when an attempt that rebooted the VM resets it without a sign of a
+// restart: min(restartProofWindow, timeout/2) after the request.
+func restartDeadline(rem *infrav1.OVirtRemediation, a *infrav1.RemediationAttempt) time.Time {
+	return a.RequestedAt.Add(min(restartProofWindow, rem.Spec.Timeout()/2))
+}
+
+// untilNextLook is when the last attempt is looked at again: every VMPoll while it waits for a
+// sign of the guest's restart (until the deadline) or for the VM it stopped to be down, else at
+// its timeout.
+func (r *OVirtRemediationReconciler) untilNextLook(s *remediationScope, now time.Time) time.Duration {
+	last := lastAttempt(s.rem)
+	wait := attemptEnd(s.rem).Sub(now)
+	switch last.Stage {
+	case infrav1.RemediationStageStopping:
+		wait = min(wait, r.VMPoll)
+	case infrav1.RemediationStageAwaitingRestart:
+		wait = min(wait, r.VMPoll)
+		if d := restartDeadline(s.rem, last).Sub(now); d > 0 {
+			wait = min(wait, d)
+		}
+	}
+	if wait <= 0 {
+		return r.VMPoll
+	}
+	return wait
 }
 
 // stop asks the Engine to stop the VM of a stop/start attempt; the start follows once it is down.
@@ -730,7 +885,8 @@ func (r *OVirtRemediationReconciler) continueStopStart(ctx context.Context, s *r
 		}
 		return ctrl.Result{}, true, fmt.Errorf("starting VM %s after its stop: %w", s.vm.ID, err)
 	}
-	last.Result = truncateResult(strings.TrimSuffix(strings.TrimSuffix(last.Result, resultStartOnceDown), ": ") + ": " + resultStarted)
+	last.Stage = ""
+	last.Result = truncateResult(appendResult(last.Result, resultStarted))
 	s.log.Info("Started the VM after its stop", "vmID", s.vm.ID)
 	return ctrl.Result{}, false, nil
 }
@@ -747,7 +903,7 @@ func (r *OVirtRemediationReconciler) refused(s *remediationScope, last *infrav1.
 	}
 	s.log.Info("oVirt refused the remediation's power action; the attempt's timeout runs", "vmID", s.vm.ID, "action", last.Action, "error", err.Error())
 	r.running(s)
-	return ctrl.Result{RequeueAfter: s.rem.Spec.Timeout()}, nil
+	return ctrl.Result{RequeueAfter: r.untilNextLook(s, r.Now())}, nil
 }
 
 // persist patches the request's status now (before an Engine write) and renews the patch
@@ -784,7 +940,7 @@ func (r *OVirtRemediationReconciler) handOver(ctx context.Context, s *remediatio
 			clusterv1.ConditionSeverityWarning, "%s", msg)
 	}
 	conditions.Set(machine, metav1.Condition{Type: clusterv1.MachineExternallyRemediatedCondition, Status: metav1.ConditionFalse,
-		Reason: RemediationFailedReason, Message: why + "; attempts: " + describeAttempts(rem.Status.Attempts)})
+		Reason: infrav1.RemediationFailedReason, Message: why + "; attempts: " + describeAttempts(rem.Status.Attempts)})
 	if err := helper.Patch(ctx, machine,
 		patch.WithOwnedV1Beta1Conditions{Conditions: []clusterv1.ConditionType{clusterv1.MachineOwnerRemediatedV1Beta1Condition}},
 		patch.WithOwnedConditions{Conditions: []string{clusterv1.MachineOwnerRemediatedCondition, clusterv1.MachineExternallyRemediatedCondition}}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/collections"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
@@ -60,21 +61,27 @@ func (l *eventLog) reasons() []string {
 	return out
 }
 
-// remediationFixture is a Cluster with one Machine (w-1, with a Node), its OVirtMachine, its VM
-// in the fake Engine with a proven owner marker, and an OVirtRemediation created as the
-// MachineHealthCheck creates it.
+// remediationFixture is a Cluster with one Machine (w-1, with a Node in the workload cluster),
+// its OVirtMachine, its VM in the fake Engine with a proven owner marker, and an
+// OVirtRemediation created as the MachineHealthCheck creates it.
 type remediationFixture struct {
-	c      client.Client
-	ov     *fake.Client
-	r      *OVirtRemediationReconciler
-	events *eventLog
-	now    time.Time
-	vmID   string
+	c client.Client
+	// workload is the workload cluster's API, reached through a fake ClusterCache: Node w-1,
+	// boot id firstBootID.
+	workload client.Client
+	ov       *fake.Client
+	r        *OVirtRemediationReconciler
+	events   *eventLog
+	now      time.Time
+	vmID     string
 	// setupCalls is the number of fake Engine calls the fixture made itself.
 	setupCalls int
 }
 
 const remediationMC = "mc-1"
+
+// firstBootID is the boot id of the workload Node when the fixture starts.
+const firstBootID = "0e6f1c2a-8d3b-4a57-9c1e-2f4b6d8a0c11"
 
 type fixtureOption func(cluster *clusterv1.Cluster, machine *clusterv1.Machine, om *infrav1.OVirtMachine, rem *infrav1.OVirtRemediation)
 
@@ -157,10 +164,15 @@ func newRemediationFixture(t *testing.T, opts ...fixtureOption) *remediationFixt
 			return err
 		},
 	})
+	// The workload cluster, as Cluster API's ClusterCache hands it out for Cluster ns/c1.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}}
+	node.Status.NodeInfo.BootID = firstBootID
+	f.workload = crfake.NewClientBuilder().WithScheme(s).WithObjects(node).WithStatusSubresource(&corev1.Node{}).Build()
 	f.r = &OVirtRemediationReconciler{
 		Client: cached, APIReader: f.c, Recorder: f.events, ManagementClusterID: remediationMC,
-		Connector: &Connector{Reader: f.c, Namespace: "capov-system", Factory: fake.NewFactory(f.ov)},
-		VMPoll:    10 * time.Second, Retry: time.Minute,
+		ClusterCache: clustercache.NewFakeClusterCache(f.workload, client.ObjectKey{Namespace: "ns", Name: "c1"}),
+		Connector:    &Connector{Reader: f.c, Namespace: "capov-system", Factory: fake.NewFactory(f.ov)},
+		VMPoll:       10 * time.Second, Retry: time.Minute,
 		Now: func() time.Time { return f.now },
 	}
 	return f
@@ -183,6 +195,17 @@ func (f *remediationFixture) settle(t *testing.T) ctrl.Result {
 		res = f.reconcile(t)
 	}
 	return res
+}
+
+// guestBooted does what the kubelet of a guest that restarted does: the Node reports a new boot
+// id.
+func (f *remediationFixture) guestBooted(t *testing.T, bootID string) {
+	t.Helper()
+	g := NewWithT(t)
+	node := &corev1.Node{}
+	g.Expect(f.workload.Get(context.Background(), client.ObjectKey{Name: "w-1"}, node)).To(Succeed())
+	node.Status.NodeInfo.BootID = bootID
+	g.Expect(f.workload.Status().Update(context.Background(), node)).To(Succeed())
 }
 
 func (f *remediationFixture) request(t *testing.T) *infrav1.OVirtRemediation {
@@ -231,19 +254,24 @@ func TestRebootThenResetThenHandOver(t *testing.T) {
 	g.Expect(rem.Status.Attempts).To(HaveLen(1))
 	g.Expect(rem.Status.Attempts[0].Action).To(Equal(infrav1.RemediationActionReboot))
 	g.Expect(rem.Status.Attempts[0].VMStatus).To(Equal(string(ovirt.VMStatusUp)))
-	g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(RemediationInProgressReason))
-	g.Expect(conditions.IsTrue(rem, OwnershipProvenCondition)).To(BeTrue())
+	g.Expect(rem.Status.Attempts[0].NodeBootID).To(Equal(firstBootID))
+	g.Expect(rem.Status.Attempts[0].Stage).To(Equal(infrav1.RemediationStageAwaitingRestart))
+	g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(infrav1.RemediationInProgressReason))
+	g.Expect(conditions.IsTrue(rem, infrav1.OwnershipProvenCondition)).To(BeTrue())
 	g.Expect(conditions.IsTrue(rem, infrav1.CanConnectToOVirtCondition)).To(BeTrue())
 	g.Expect(conditions.IsFalse(rem, infrav1.PausedCondition)).To(BeTrue())
-	g.Expect(res.RequeueAfter).To(Equal(5*time.Minute), "waits the timeout")
+	g.Expect(res.RequeueAfter).To(Equal(10*time.Second), "looks every VMPoll for a sign that the guest restarted")
 	g.Expect(f.events.reasons()).To(ContainElements("OVirtRemediation Normal RebootRequested", "Machine Normal RebootRequested"))
 	g.Expect(remediationInProgress(context.Background(), f.c, &infrav1.OVirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w-1"}}, f.machine(t))).To(BeTrue())
 
-	// Within the timeout nothing more happens.
+	// The guest restarted (its kubelet reports a new boot id): within the timeout nothing more
+	// happens.
+	f.guestBooted(t, "5b7d2e4f-0000-4000-8000-000000000002")
 	f.now = f.now.Add(4 * time.Minute)
 	res = f.reconcile(t)
 	g.Expect(res.RequeueAfter).To(Equal(time.Minute))
 	g.Expect(f.ov.PowerActions(f.vmID)).To(HaveLen(1))
+	g.Expect(f.request(t).Status.Attempts[0].Stage).To(BeEmpty())
 
 	// Attempt 2 (the one retry): a reset.
 	f.now = f.now.Add(time.Minute)
@@ -264,7 +292,7 @@ func TestRebootThenResetThenHandOver(t *testing.T) {
 	g.Expect(f.ov.PowerActions(f.vmID)).To(HaveLen(2))
 	rem = f.request(t)
 	g.Expect(rem.Status.Phase).To(Equal(infrav1.RemediationPhaseWaitingForOwner))
-	g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(RetryLimitReachedReason))
+	g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(infrav1.RetryLimitReachedReason))
 	m := f.machine(t)
 	g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "CAPOV never deletes a Machine")
 	owner := conditions.Get(m, clusterv1.MachineOwnerRemediatedCondition)
@@ -274,7 +302,7 @@ func TestRebootThenResetThenHandOver(t *testing.T) {
 	g.Expect(v1beta1conditions.IsFalse(m, clusterv1.MachineOwnerRemediatedV1Beta1Condition)).To(BeTrue())
 	g.Expect(v1beta1conditions.GetReason(m, clusterv1.MachineOwnerRemediatedV1Beta1Condition)).To(Equal(clusterv1.WaitingForRemediationV1Beta1Reason))
 	ext := conditions.Get(m, clusterv1.MachineExternallyRemediatedCondition)
-	g.Expect(ext.Reason).To(Equal(RemediationFailedReason))
+	g.Expect(ext.Reason).To(Equal(infrav1.RemediationFailedReason))
 	g.Expect(ext.Message).To(And(ContainSubstring("1. Reboot"), ContainSubstring("2. Reset")))
 	g.Expect(collections.IsUnhealthyAndOwnerRemediated(m)).To(BeTrue(), "what MachineSet and KubeadmControlPlane select")
 	g.Expect(f.events.reasons()).To(ContainElements("OVirtRemediation Warning RemediationHandedToOwner", "Machine Warning RemediationHandedToOwner"))
@@ -360,8 +388,8 @@ func TestNoWriteToAnUnprovenVM(t *testing.T) {
 			g.Expect(f.ov.PowerActions(f.vmID)).To(BeEmpty())
 			rem := f.request(t)
 			g.Expect(rem.Status.Attempts).To(BeEmpty())
-			g.Expect(conditions.IsFalse(rem, OwnershipProvenCondition)).To(BeTrue())
-			g.Expect(conditions.GetReason(rem, OwnershipProvenCondition)).To(Equal(infrav1.VMNotOwnedReason))
+			g.Expect(conditions.IsFalse(rem, infrav1.OwnershipProvenCondition)).To(BeTrue())
+			g.Expect(conditions.GetReason(rem, infrav1.OwnershipProvenCondition)).To(Equal(infrav1.VMNotOwnedReason))
 			g.Expect(rem.Status.Phase).To(Equal(infrav1.RemediationPhaseWaitingForOwner))
 			g.Expect(f.events.reasons()).To(ContainElements("OVirtRemediation Warning VMNotOwned", "Machine Warning VMNotOwned"))
 			g.Expect(conditions.IsFalse(f.machine(t), clusterv1.MachineOwnerRemediatedCondition)).To(BeTrue(), "handed over")
@@ -437,7 +465,7 @@ func TestNoAttemptNorHandoverWhileEngineUnreachable(t *testing.T) {
 		g.Expect(rem.Status.Attempts).To(BeEmpty())
 		g.Expect(rem.Status.Phase).To(Equal(infrav1.RemediationPhaseWaiting))
 		g.Expect(conditions.GetReason(rem, infrav1.CanConnectToOVirtCondition)).To(Equal(infrav1.EngineUnreachableReason))
-		g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(WaitingForEngineReason))
+		g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(infrav1.WaitingForEngineReason))
 		g.Expect(conditions.Has(f.machine(t), clusterv1.MachineOwnerRemediatedCondition)).To(BeFalse(), "no hand-over")
 		g.Expect(f.calls()).To(BeEmpty())
 	})
@@ -477,7 +505,7 @@ func TestMachineWithoutNodeIsHandedOverWithoutReboot(t *testing.T) {
 	g.Expect(f.calls()).To(BeEmpty(), "no Engine call at all")
 	rem := f.request(t)
 	g.Expect(rem.Status.Phase).To(Equal(infrav1.RemediationPhaseWaitingForOwner))
-	g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(MachineHasNoNodeReason))
+	g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(infrav1.MachineHasNoNodeReason))
 	g.Expect(rem.Status.Attempts).To(BeEmpty())
 	m := f.machine(t)
 	g.Expect(conditions.GetReason(m, clusterv1.MachineOwnerRemediatedCondition)).To(Equal(clusterv1.MachineOwnerRemediatedWaitingForRemediationReason))
@@ -493,6 +521,7 @@ func TestResetUnsupportedFallsBackToStopStart(t *testing.T) {
 	f.ov.SetClusterLevel(vm.ClusterID, 4, 5)
 	f.settle(t)
 	g.Expect(f.ov.PowerActions(f.vmID)).To(Equal([]ovirt.PowerAction{ovirt.PowerReboot}))
+	f.guestBooted(t, "5b7d2e4f-0000-4000-8000-000000000002")
 
 	// The second attempt's reset is refused below cluster level 4.6: the VM is stopped...
 	f.now = f.now.Add(5 * time.Minute)
@@ -502,6 +531,7 @@ func TestResetUnsupportedFallsBackToStopStart(t *testing.T) {
 	rem := f.request(t)
 	g.Expect(rem.Status.Attempts).To(HaveLen(2))
 	g.Expect(rem.Status.Attempts[1].Action).To(Equal(infrav1.RemediationActionStopStart))
+	g.Expect(rem.Status.Attempts[1].Stage).To(Equal(infrav1.RemediationStageStopping))
 	g.Expect(rem.Status.Attempts[1].Result).To(ContainSubstring("4.6"))
 	g.Expect(f.events.reasons()).To(ContainElements("OVirtRemediation Normal StopStartRequested", "Machine Normal StopStartRequested"))
 	// ...and while it is down, the OVirtMachine controller must leave its power alone.
@@ -516,6 +546,7 @@ func TestResetUnsupportedFallsBackToStopStart(t *testing.T) {
 	g.Expect(f.ov.CallCount("RunOnce")).To(BeZero())
 	rem = f.request(t)
 	g.Expect(rem.Status.Attempts[1].Result).To(HaveSuffix(resultStarted))
+	g.Expect(rem.Status.Attempts[1].Stage).To(BeEmpty())
 	got, _ := f.ov.VM(f.vmID)
 	g.Expect(got.Status).To(Equal(ovirt.VMStatusUp))
 	// Nothing more until the timeout.
@@ -556,7 +587,7 @@ func TestControlPlaneRebootKeepsEtcdQuorum(t *testing.T) {
 		g.Expect(f.ov.PowerActions(f.vmID)).To(BeEmpty(), "2 of 3 healthy: a reboot would leave 1, below the quorum of 2")
 		rem := f.request(t)
 		g.Expect(rem.Status.Phase).To(Equal(infrav1.RemediationPhaseWaiting))
-		g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(WaitingForEtcdQuorumReason))
+		g.Expect(conditions.GetReason(rem, infrav1.ReadyCondition)).To(Equal(infrav1.WaitingForEtcdQuorumReason))
 		g.Expect(res.RequeueAfter).To(BeNumerically(">", 0))
 		g.Expect(conditions.Has(f.machine(t), clusterv1.MachineOwnerRemediatedCondition)).To(BeFalse())
 
@@ -582,4 +613,144 @@ func TestControlPlaneRebootKeepsEtcdQuorum(t *testing.T) {
 		f.settle(t)
 		g.Expect(slices.Contains(f.ov.PowerActions(f.vmID), ovirt.PowerReboot)).To(BeTrue())
 	})
+}
+
+func TestASilentGuestIsResetWithinTheAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup runs before the first reconcile; during runs after the reboot, before the
+		// deadline.
+		setup, during func(*testing.T, *remediationFixture)
+		// want are the power actions at the deadline.
+		want []ovirt.PowerAction
+	}{
+		{name: "the Node keeps its boot id and the VM stays up", want: []ovirt.PowerAction{ovirt.PowerReboot, ovirt.PowerReset}},
+		{name: "reboot_in_progress, then up again, is no sign of a restart",
+			during: func(t *testing.T, f *remediationFixture) {
+				vm, _ := f.ov.VM(f.vmID)
+				vm.Status = ovirt.VMStatusRebootInProgress
+				f.ov.PutVM(vm)
+				f.now = f.now.Add(10 * time.Second)
+				f.reconcile(t)
+				vm.Status = ovirt.VMStatusUp
+				f.ov.PutVM(vm)
+			},
+			want: []ovirt.PowerAction{ovirt.PowerReboot, ovirt.PowerReset}},
+		{name: "an unreachable workload cluster proves nothing",
+			setup: func(_ *testing.T, f *remediationFixture) { f.r.ClusterCache = clustercache.NewFakeEmptyClusterCache() },
+			want:  []ovirt.PowerAction{ovirt.PowerReboot, ovirt.PowerReset}},
+		{name: "without reset (cluster level 4.5), a stop and then a start",
+			setup: func(_ *testing.T, f *remediationFixture) {
+				vm, _ := f.ov.VM(f.vmID)
+				f.ov.SetClusterLevel(vm.ClusterID, 4, 5)
+			},
+			want: []ovirt.PowerAction{ovirt.PowerReboot, ovirt.PowerStop}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := newRemediationFixture(t)
+			if tc.setup != nil {
+				tc.setup(t, f)
+			}
+			start := f.now
+			f.settle(t)
+			g.Expect(f.ov.PowerActions(f.vmID)).To(Equal([]ovirt.PowerAction{ovirt.PowerReboot}))
+			if tc.during != nil {
+				tc.during(t, f)
+			}
+
+			// Before the deadline (min(2m, 5m/2) after the reboot) the attempt only looks.
+			f.now = start.Add(time.Minute)
+			res := f.reconcile(t)
+			g.Expect(f.ov.PowerActions(f.vmID)).To(HaveLen(1))
+			g.Expect(res.RequeueAfter).To(Equal(10 * time.Second))
+			g.Expect(conditions.GetMessage(f.request(t), infrav1.ReadyCondition)).To(ContainSubstring("the VM is reset at 2026-12-06T10:02:00Z"))
+
+			// At the deadline, no sign of a restart: the same attempt goes on.
+			f.now = start.Add(2 * time.Minute)
+			f.reconcile(t)
+			g.Expect(f.ov.PowerActions(f.vmID)).To(Equal(tc.want))
+			rem := f.request(t)
+			g.Expect(rem.Status.RetryCount).To(BeZero(), "no new attempt")
+			g.Expect(rem.Status.Attempts).To(HaveLen(1))
+			a := rem.Status.Attempts[0]
+			g.Expect(a.Action).To(Equal(infrav1.RemediationActionReboot))
+			g.Expect(a.EscalatedAt).NotTo(BeNil())
+			g.Expect(a.EscalatedAt.Time).To(BeTemporally("==", f.now))
+			g.Expect(a.Result).To(ContainSubstring("no sign of a restart within 2m0s"))
+			g.Expect(f.events.reasons()).To(ContainElements("OVirtRemediation Warning GuestDidNotAnswer", "Machine Warning GuestDidNotAnswer"))
+			if slices.Contains(tc.want, ovirt.PowerStop) {
+				g.Expect(a.Stage).To(Equal(infrav1.RemediationStageStopping))
+				g.Expect(a.Result).To(ContainSubstring("4.6"))
+				f.now = f.now.Add(10 * time.Second)
+				f.reconcile(t)
+				g.Expect(f.ov.PowerActions(f.vmID)).To(Equal([]ovirt.PowerAction{ovirt.PowerReboot, ovirt.PowerStop, ovirt.PowerStart}))
+				g.Expect(f.request(t).Status.Attempts[0].Result).To(HaveSuffix(resultStarted))
+			} else {
+				g.Expect(a.Stage).To(BeEmpty())
+				g.Expect(f.events.reasons()).To(ContainElements("OVirtRemediation Normal ResetRequested", "Machine Normal ResetRequested"))
+			}
+
+			// Once: nothing more until the timeout, which counts from the reboot.
+			before := len(f.ov.PowerActions(f.vmID))
+			f.now = start.Add(4 * time.Minute)
+			res = f.reconcile(t)
+			g.Expect(f.ov.PowerActions(f.vmID)).To(HaveLen(before))
+			g.Expect(res.RequeueAfter).To(Equal(time.Minute))
+			f.now = start.Add(5 * time.Minute)
+			f.reconcile(t)
+			g.Expect(f.request(t).Status.RetryCount).To(BeEquivalentTo(1), "the retry after the timeout")
+		})
+	}
+}
+
+func TestARestartedGuestIsNotReset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup runs before the first reconcile; restart shows the restart after the reboot.
+		setup, restart func(*testing.T, *remediationFixture)
+		sign           string
+	}{
+		{name: "the Node's boot id changed",
+			restart: func(t *testing.T, f *remediationFixture) { f.guestBooted(t, "5b7d2e4f-0000-4000-8000-000000000002") },
+			sign:    "Node w-1 has a new boot id"},
+		{name: "the VM seen powering_up, the workload cluster unreachable",
+			setup: func(_ *testing.T, f *remediationFixture) { f.r.ClusterCache = clustercache.NewFakeEmptyClusterCache() },
+			restart: func(t *testing.T, f *remediationFixture) {
+				vm, _ := f.ov.VM(f.vmID)
+				vm.Status = ovirt.VMStatusPoweringUp
+				f.ov.PutVM(vm)
+				f.now = f.now.Add(10 * time.Second)
+				f.reconcile(t)
+				vm.Status = ovirt.VMStatusUp
+				f.ov.PutVM(vm)
+			},
+			sign: "VM seen powering_up"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := newRemediationFixture(t)
+			if tc.setup != nil {
+				tc.setup(t, f)
+			}
+			start := f.now
+			f.settle(t)
+			g.Expect(f.ov.PowerActions(f.vmID)).To(Equal([]ovirt.PowerAction{ovirt.PowerReboot}))
+			tc.restart(t, f)
+
+			f.now = start.Add(time.Minute)
+			res := f.reconcile(t)
+			g.Expect(res.RequeueAfter).To(Equal(4*time.Minute), "with a sign of the restart, only the timeout")
+			for _, at := range []time.Duration{2 * time.Minute, 4 * time.Minute} {
+				f.now = start.Add(at)
+				f.reconcile(t)
+			}
+			g.Expect(f.ov.PowerActions(f.vmID)).To(Equal([]ovirt.PowerAction{ovirt.PowerReboot}), "no reset before the timeout")
+			a := f.request(t).Status.Attempts[0]
+			g.Expect(a.Stage).To(BeEmpty())
+			g.Expect(a.EscalatedAt).To(BeNil())
+			g.Expect(a.Result).To(ContainSubstring("the guest restarted (" + tc.sign + ")"))
+			g.Expect(f.events.reasons()).NotTo(ContainElement(ContainSubstring("GuestDidNotAnswer")))
+		})
+	}
 }

@@ -239,10 +239,13 @@ func (r *Runner) say(format string, args ...any) {
 	fmt.Fprintf(r.Out, format+"\n", args...)
 }
 
+// benchOVirtCluster is the oVirt cluster of every bench machine.
+const benchOVirtCluster = "Default"
+
 // benchVMSpec is the VM of every bench machine.
 func benchVMSpec(clone bool) infrav1.OVirtVMSpec {
 	return infrav1.OVirtVMSpec{
-		Provider: benchProvider, OVirtCluster: "Default", Template: "rhcos-4.14", VMType: infrav1.VMTypeServer,
+		Provider: benchProvider, OVirtCluster: benchOVirtCluster, Template: "rhcos-4.14", VMType: infrav1.VMTypeServer,
 		CPU: &infrav1.CPU{Sockets: 1, Cores: 2, Threads: 1}, Memory: &infrav1.Memory{SizeMB: 4096, GuaranteedMB: 2048},
 		OSDiskSizeGB: 40, NICs: []infrav1.NIC{{VnicProfile: "ovirtmgmt"}}, DiskClone: ptr.To(clone),
 	}

@@ -23,13 +23,16 @@ const (
 	OptionCustomProperties = "custom-properties"
 	OptionHighAvailability = "high-availability"
 	OptionPerformance      = "performance"
+	OptionVGPU             = "vgpu"
+	OptionPassthrough      = "passthrough"
 )
 
 // optionScenarioPrefix starts the name of every option scenario.
 const optionScenarioPrefix = "option-"
 
 // ContentOptions lists the options in the report's order.
-var ContentOptions = []string{OptionNone, OptionDataDisk, OptionOSDisk, OptionTags, OptionCustomProperties, OptionHighAvailability, OptionPerformance}
+var ContentOptions = []string{OptionNone, OptionDataDisk, OptionOSDisk, OptionTags, OptionCustomProperties, OptionHighAvailability, OptionPerformance,
+	OptionVGPU, OptionPassthrough}
 
 // optionScenario measures the Engine calls of one option on 20 machines without latency.
 func optionScenario(option string) Scenario {
@@ -54,19 +57,63 @@ func applyContents(spec *infrav1.OVirtVMSpec, option string) {
 	case OptionPerformance:
 		spec.Performance = &infrav1.Performance{CPUMode: infrav1.CPUModeHostPassthrough, HugePagesKiB: infrav1.HugePages2Mi,
 			IOThreads: 1, MultiQueues: ptr.To(true), Ballooning: ptr.To(false)}
+	case OptionVGPU:
+		spec.GPUs = []infrav1.GPU{{Type: infrav1.GPUTypeVGPU, MdevType: benchMdevType, Count: 1}}
+	case OptionPassthrough:
+		spec.GPUs = []infrav1.GPU{{Type: infrav1.GPUTypePassthrough, VendorID: benchGPUVendor, DeviceID: benchGPUDevice, Count: 1}}
 	}
 }
 
-// prepareContents gives the simulator what the option needs: hosts with free hugepages for the
-// performance profile (tags are created by the manager: the bench provider has
-// spec.createMissingTags).
-func prepareContents(sim *ovirtsim.Simulator, option string) error {
-	if option != OptionPerformance {
-		return nil
+// The GPUs of the bench's hosts for the GPU options: benchGPUsPerHost NVIDIA A100 (10de:20b5),
+// each in its own IOMMU group with its audio function (10de:1aef) as real cards are, bound to
+// vfio-pci for passthrough, and a vGPU card (a T4, bound to the nvidia driver) offering
+// benchGPUsPerHost instances of nvidia-22. Enough for every machine of an option scenario on
+// one host: the manager pins a Passthrough machine to the first host with a free GPU (most
+// schedulable memory first), and the Engine's MDevice filter does not count the instances.
+const (
+	benchMdevType    = "nvidia-22"
+	benchGPUVendor   = "10de"
+	benchGPUDevice   = "20b5"
+	benchGPUsPerHost = 20
+)
+
+// benchHostDevices are the devices of each of the bench's hosts for the GPU options.
+func benchHostDevices() []ovirtsim.HostDeviceSeed {
+	devs := make([]ovirtsim.HostDeviceSeed, 0, 2*benchGPUsPerHost+1)
+	for i := range benchGPUsPerHost {
+		bus, group := 0x10+i, 100+i
+		devs = append(devs,
+			ovirtsim.HostDeviceSeed{Name: fmt.Sprintf("pci_0000_%02x_00_0", bus), VendorID: benchGPUVendor, ProductID: benchGPUDevice,
+				VendorName: "NVIDIA Corporation", ProductName: "GA100 [A100 PCIe 80GB]", IOMMUGroup: ptr.To(group), Driver: "vfio-pci"},
+			ovirtsim.HostDeviceSeed{Name: fmt.Sprintf("pci_0000_%02x_00_1", bus), VendorID: benchGPUVendor, ProductID: "1aef",
+				VendorName: "NVIDIA Corporation", ProductName: "GA100 High Definition Audio Controller", IOMMUGroup: ptr.To(group), Driver: "vfio-pci"})
 	}
-	for _, h := range sim.Hosts() {
-		if err := sim.SetHostHugePages(h.Name, ovirtsim.HugePages{SizeKB: 2048, Count: 1 << 20}); err != nil {
-			return fmt.Errorf("giving host %s hugepages: %w", h.Name, err)
+	return append(devs, ovirtsim.HostDeviceSeed{Name: "pci_0000_d8_00_0", VendorID: benchGPUVendor, ProductID: "1eb8",
+		VendorName: "NVIDIA Corporation", ProductName: "TU104GL [Tesla T4]", IOMMUGroup: ptr.To(99), Driver: "nvidia",
+		MDevTypes: []ovirtsim.MDevTypeSeed{{Name: benchMdevType, AvailableInstances: benchGPUsPerHost, HumanReadableName: "GRID T4-16Q"}}})
+}
+
+// prepareContents gives the simulator what the option needs: hosts with free hugepages for the
+// performance profile, the hosts of the bench's oVirt cluster GPUs (benchHostDevices) and
+// device passthrough for the GPU options (tags are created by the manager: the bench provider
+// has spec.createMissingTags). What it gives stays for the scenarios after it, which do not use
+// it.
+func prepareContents(sim *ovirtsim.Simulator, option string) error {
+	switch option {
+	case OptionPerformance:
+		for _, h := range sim.Hosts() {
+			if err := sim.SetHostHugePages(h.Name, ovirtsim.HugePages{SizeKB: 2048, Count: 1 << 20}); err != nil {
+				return fmt.Errorf("giving host %s hugepages: %w", h.Name, err)
+			}
+		}
+	case OptionVGPU, OptionPassthrough:
+		for _, h := range sim.Hosts() {
+			if h.Cluster != benchOVirtCluster {
+				continue
+			}
+			if err := sim.SetHostDevices(h.Name, true, benchHostDevices()...); err != nil {
+				return fmt.Errorf("giving host %s GPUs: %w", h.Name, err)
+			}
 		}
 	}
 	return nil

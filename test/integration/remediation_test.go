@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
-	"github.com/capov/capov/pkg/controllers"
 	"github.com/capov/capov/test/ovirtsim"
 )
 
@@ -70,6 +71,43 @@ func remediationRequest(t *testing.T, tc *testCluster, m *clusterv1.Machine, ret
 	return rem
 }
 
+// emulateKubelet does for the stand-in Node of a VM what a kubelet does after each boot of its
+// guest: it reports a new status.nodeInfo.bootID (the simulator counts the guest's boots). It
+// stops when the test ends.
+func emulateKubelet(t *testing.T, nodeName, vmID string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	first, err := sim.Guest(vmID)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		seen := first.Boots
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			guest, err := sim.Guest(vmID)
+			if err != nil || guest.Boots == seen {
+				continue
+			}
+			node := &corev1.Node{}
+			if err := k8s.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+				continue
+			}
+			base := node.DeepCopy()
+			node.Status.NodeInfo.BootID = fmt.Sprintf("b0070000-0000-4000-8000-%012d", guest.Boots)
+			if err := k8s.Status().Patch(ctx, node, client.MergeFrom(base)); err == nil {
+				seen = guest.Boots
+			}
+		}
+	}()
+}
+
 func getRemediation(g Gomega, rem *infrav1.OVirtRemediation) *infrav1.OVirtRemediation {
 	out := &infrav1.OVirtRemediation{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(rem), out)).To(Succeed())
@@ -77,13 +115,15 @@ func getRemediation(g Gomega, rem *infrav1.OVirtRemediation) *infrav1.OVirtRemed
 }
 
 // TestRemediationRebootsThenResetsThenHandsOver: the manager binary, against the simulator over
-// the real SDK, reboots the VM of an unhealthy Machine (POST /vms/{id}/reboot), resets it after
-// the timeout (POST /vms/{id}/reset), and after retryLimit hands the Machine to its owner:
-// OwnerRemediated False in both condition formats, what MachineSet and KubeadmControlPlane act on.
+// the real SDK, reboots the VM of an unhealthy Machine (POST /vms/{id}/reboot), sees its guest
+// restart (the Node's boot id changes), resets it after the timeout (POST /vms/{id}/reset), and
+// after retryLimit hands the Machine to its owner: OwnerRemediated False in both condition
+// formats, what MachineSet and KubeadmControlPlane act on.
 func TestRemediationRebootsThenResetsThenHandsOver(t *testing.T) {
 	g := NewWithT(t)
 	tc := newTestCluster(t, mainFilter)
-	m, _, _ := remediatedMachine(t, tc)
+	m, om, vm := remediatedMachine(t, tc)
+	emulateKubelet(t, om.Name, vm.ID)
 	reboots, resets := settledRequestCount(t, "POST", "/vms/{id}/reboot"), sim.RequestCount("POST", "/vms/{id}/reset")
 	rem := remediationRequest(t, tc, m, 1)
 
@@ -93,7 +133,9 @@ func TestRemediationRebootsThenResetsThenHandsOver(t *testing.T) {
 		g.Expect(got.Status.Phase).To(Equal(infrav1.RemediationPhaseRunning))
 		g.Expect(got.Status.Attempts).To(HaveLen(1))
 		g.Expect(got.Status.Attempts[0].Action).To(Equal(infrav1.RemediationActionReboot))
-		g.Expect(conditions.IsTrue(got, controllers.OwnershipProvenCondition)).To(BeTrue())
+		g.Expect(got.Status.Attempts[0].NodeBootID).NotTo(BeEmpty(), "read through the ClusterCache")
+		g.Expect(got.Status.Attempts[0].Result).To(ContainSubstring("the guest restarted"))
+		g.Expect(conditions.IsTrue(got, infrav1.OwnershipProvenCondition)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 	eventuallyEvent(t, rem, "RebootRequested")
 	eventuallyEvent(t, m, "RebootRequested")
@@ -109,14 +151,14 @@ func TestRemediationRebootsThenResetsThenHandsOver(t *testing.T) {
 		got := getRemediation(g, rem)
 		g.Expect(got.Status.Phase).To(Equal(infrav1.RemediationPhaseWaitingForOwner))
 		g.Expect(got.Status.RetryCount).To(BeEquivalentTo(1))
-		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(controllers.RetryLimitReachedReason))
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.RetryLimitReachedReason))
 	}, remediationTimeout+timeout, interval).Should(Succeed())
 	machine := &clusterv1.Machine{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(m), machine)).To(Succeed())
 	g.Expect(machine.DeletionTimestamp.IsZero()).To(BeTrue())
 	g.Expect(conditions.GetReason(machine, clusterv1.MachineOwnerRemediatedCondition)).To(Equal(clusterv1.MachineOwnerRemediatedWaitingForRemediationReason))
 	g.Expect(v1beta1conditions.IsFalse(machine, clusterv1.MachineOwnerRemediatedV1Beta1Condition)).To(BeTrue())
-	g.Expect(conditions.GetReason(machine, clusterv1.MachineExternallyRemediatedCondition)).To(Equal(controllers.RemediationFailedReason))
+	g.Expect(conditions.GetReason(machine, clusterv1.MachineExternallyRemediatedCondition)).To(Equal(infrav1.RemediationFailedReason))
 	g.Expect(collections.IsUnhealthyAndOwnerRemediated(machine)).To(BeTrue())
 	eventuallyEvent(t, m, "RemediationHandedToOwner")
 	g.Expect(sim.RequestCount("POST", "/vms/{id}/reboot")).To(Equal(reboots + 1))
@@ -174,4 +216,72 @@ func TestRemediationDoesNothingWhileTheEngineIsUnreachable(t *testing.T) {
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(m), machine)).To(Succeed())
 	g.Expect(conditions.Has(machine, clusterv1.MachineExternallyRemediatedCondition)).To(BeFalse())
 	g.Expect(conditions.Has(machine, clusterv1.MachineOwnerRemediatedCondition)).To(BeFalse())
+}
+
+// TestRemediationResetsAHungGuestWithinTheAttempt: a guest that hangs ignores the Engine's warm
+// reboot (the simulator's SetGuestHung: reboot_in_progress, then up, the same boot). With no
+// sign of a restart (the stand-in Node keeps its boot id: nothing emulates a kubelet here, and
+// the VM is never seen down or powering up) within min(2m, timeout/2) of the reboot, the same
+// attempt resets the VM. retryLimit is 0: the reset can only come from that escalation.
+func TestRemediationResetsAHungGuestWithinTheAttempt(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tc := newTestCluster(t, mainFilter)
+	m, om, vm := remediatedMachine(t, tc)
+
+	// CAPOV starts a VM first with a volatile run once, which the Engine reboots cold (that
+	// works on a hung guest): end that run from inside the guest; the OVirtMachine controller
+	// starts the VM again with a plain start, whose reboot is a warm one.
+	g.Expect(sim.ShutdownVMFromGuest(vm.ID)).To(Succeed())
+	eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("down")) })
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(om), om)).To(Succeed())
+	base := om.DeepCopy()
+	if om.Annotations == nil {
+		om.Annotations = map[string]string{}
+	}
+	om.Annotations["test.capov.io/nudge"] = "start-again"
+	g.Expect(k8s.Patch(ctx, om, client.MergeFrom(base))).To(Succeed())
+	eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
+
+	g.Expect(sim.SetGuestHung(vm.ID, true)).To(Succeed())
+	hung, err := sim.Guest(vm.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	reboots, resets := settledRequestCount(t, "POST", "/vms/{id}/reboot"), sim.RequestCount("POST", "/vms/{id}/reset")
+	rem := remediationRequest(t, tc, m, 0)
+
+	// The Engine accepts the reboot; the guest does not restart.
+	g.Eventually(func() int { return sim.RequestCount("POST", "/vms/{id}/reboot") }, timeout, interval).Should(Equal(reboots + 1))
+	guest, err := sim.Guest(vm.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(guest.Boots).To(Equal(hung.Boots), "a hung guest ignores the reboot")
+	g.Expect(guest.Hung).To(BeTrue())
+
+	// Within the attempt's timeout: the reset, and the guest boots again.
+	g.Eventually(func() int { return sim.RequestCount("POST", "/vms/{id}/reset") }, remediationTimeout, interval).Should(Equal(resets + 1))
+	g.Eventually(func(g Gomega) {
+		guest, err := sim.Guest(vm.ID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(guest.Boots).To(BeNumerically(">", hung.Boots))
+		g.Expect(guest.Hung).To(BeFalse())
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getRemediation(g, rem)
+		g.Expect(got.Status.RetryCount).To(BeZero())
+		g.Expect(got.Status.Attempts).To(HaveLen(1), "the same attempt")
+		a := got.Status.Attempts[0]
+		g.Expect(a.Action).To(Equal(infrav1.RemediationActionReboot))
+		g.Expect(a.NodeBootID).NotTo(BeEmpty())
+		g.Expect(a.EscalatedAt).NotTo(BeNil())
+		g.Expect(a.EscalatedAt.Sub(a.RequestedAt.Time)).To(BeNumerically(">=", remediationTimeout/2-time.Second))
+		g.Expect(a.Result).To(ContainSubstring("no sign of a restart within 5s: reset"))
+	}, timeout, interval).Should(Succeed())
+	eventuallyEvent(t, rem, "GuestDidNotAnswer")
+	eventuallyEvent(t, rem, "ResetRequested")
+
+	// The Machine is healthy again: the MachineHealthCheck deletes the request.
+	g.Expect(k8s.Delete(ctx, rem)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(rem), &infrav1.OVirtRemediation{}))
+	}, timeout, interval).Should(BeTrue())
+	g.Expect(sim.RequestCount("POST", "/vms/{id}/reset")).To(Equal(resets+1), "one reset")
 }

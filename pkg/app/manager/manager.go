@@ -224,7 +224,7 @@ func Run(ctx context.Context, opts *Options, restConfig *rest.Config, log logr.L
 		return fmt.Errorf("setting up the OVirtMachineTemplate controller: %w", err)
 	}
 	if err := (&controllers.OVirtRemediationReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connector: connector, ClusterCache: clusterCache,
 		Recorder: mgr.GetEventRecorder("ovirtremediation-controller"), ManagementClusterID: clusterID,
 		WatchFilterValue: opts.WatchFilter, VMPoll: opts.VMPollInterval, Retry: opts.RetryInterval,
 	}).SetupWithManager(ctx, mgr, concurrency[remediationController]); err != nil {
