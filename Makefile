@@ -31,7 +31,7 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TEST_TIMEOUT ?= 45m
 TEST_FLAGS ?=
 RACE_FLAGS ?= -race
-BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... \
+BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/release/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... \
 	./test/integration/... ./test/conformance/... ./test/chaos/... ./test/demo/... ./test/capi/... ./test/e2e/...
 # How many black-box test packages run at once. They spend much of their time waiting on API
 # servers and processes (two cores were about 65% busy at go test's default of one package per
@@ -151,6 +151,10 @@ conformance: envtest test-binaries ## Run the CAPI conformance suite only (CAPI 
 integration: envtest test-binaries ## Run the manager integration tests only (manager binary + envtest + simulator).
 	$(TEST_ENV) go test -count=1 -timeout 20m ./test/integration/...
 
+.PHONY: clusterctl-upgrade
+clusterctl-upgrade: envtest ## Run the clusterctl install and upgrade test only: clusterctl init of CAPOV v0.2.0 with the cert-manager stand-in, then clusterctl upgrade apply to this tree.
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) CLUSTERCTL=$$(hack/clusterctl.sh) go test -count=1 -timeout 15m -v ./test/clusterctlupgrade/... ./test/certmanager/...
+
 .PHONY: bench
 bench: envtest ## Run the provisioning benchmark (100-5,000 machines, ~70 min); rewrites docs/benchmarks.md and docs/bench/*.png.
 	go -C test/bench run ./cmd/bench -set=full $(BENCH_ARGS)
@@ -217,6 +221,26 @@ release-manifests: ## Write the clusterctl release assets (infrastructure-compon
 	mkdir -p out
 	kubectl kustomize config/default > out/infrastructure-components.yaml
 	cp metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml out/
+
+# make release: the registry and namespace of the release's images (the charts' values pull
+# from ghcr.io/capov), and more flags of test/release/cmd/release (e.g. --platforms).
+REGISTRY ?= ghcr.io/capov
+RELEASE_ARGS ?=
+RELEASE := go run ./test/release/cmd/release --version=$(VERSION) --registry=$(REGISTRY) $(RELEASE_ARGS)
+
+.PHONY: release
+release: ## Build release VERSION=vX.Y.Z into out/release/<VERSION>/: images (OCI archives, SBOMs), components pinned by digest, metadata, templates, both charts, notes, checksums; reproducible.
+	@case "$(origin VERSION)" in "command line"|environment) ;; *) echo "make release needs VERSION=vX.Y.Z (docs/releasing.md)" >&2; exit 2;; esac
+	$(RELEASE) --out=out/release
+
+.PHONY: release-verify
+release-verify: ## Build release VERSION twice (out/release-verify/{a,b}) and fail unless both checksums.txt are identical: reproducibility, images included.
+	@case "$(origin VERSION)" in "command line"|environment) ;; *) echo "make release-verify needs VERSION=vX.Y.Z" >&2; exit 2;; esac
+	rm -rf out/release-verify
+	$(RELEASE) --out=out/release-verify/a >/dev/null
+	$(RELEASE) --out=out/release-verify/b >/dev/null
+	diff -u out/release-verify/a/$(VERSION)/checksums.txt out/release-verify/b/$(VERSION)/checksums.txt
+	@echo "release-verify: two builds of $(VERSION) have identical checksums ($$(wc -l <out/release-verify/a/$(VERSION)/checksums.txt) files)"
 
 ##@ Tools
 

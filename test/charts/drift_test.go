@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capov/capov/test/release"
 )
 
 // readObjects parses a multi-document YAML file of the repository.
@@ -343,6 +345,57 @@ func TestVersionsAgreeAcrossChartsAndClusterctlAssets(t *testing.T) {
 		d := &appsv1.Deployment{}
 		decodeStrict(t, readObjects(t, f)[0], d)
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":"+main.AppVersion), f)
+	}
+}
+
+// TestMetadataCoversEveryReleaseOfTheChangelog keeps metadata.yaml and CHANGELOG.md in step:
+// every release of the changelog has its series with the contract it shipped (v1beta1 for the
+// v1beta1-only 0.1, v1beta2 from 0.2 on), the series are listed oldest first without
+// duplicates, and none is newer than the next minor of the newest release (a series like the
+// 2.14 listed until v0.3.0 would make clusterctl take a v2.14.x tag for the newest release).
+func TestMetadataCoversEveryReleaseOfTheChangelog(t *testing.T) {
+	g := NewWithT(t)
+	b, err := os.ReadFile(filepath.Join(root, "metadata.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	meta, err := release.ParseMetadata(b)
+	g.Expect(err).NotTo(HaveOccurred())
+	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	versions := regexp.MustCompile(`(?m)^## \[v?([0-9][^\]]*)\]`).FindAllSubmatch(changelog, -1)
+	g.Expect(len(versions)).To(BeNumerically(">=", 3), "CHANGELOG.md has the sections 0.1.0, 0.2.0 and 0.3.0 at least")
+
+	var newestMajor, newestMinor int32 = -1, -1
+	for _, v := range versions {
+		version := "v" + string(v[1])
+		contract, err := release.ContractOf(b, version)
+		g.Expect(err).NotTo(HaveOccurred(), "CHANGELOG.md's %s", version)
+		major, minor, err := release.SeriesOf(version)
+		g.Expect(err).NotTo(HaveOccurred())
+		want := "v1beta2"
+		if major == 0 && minor < 2 {
+			want = "v1beta1"
+		}
+		g.Expect(contract).To(Equal(want), "the contract of %s", version)
+		if major > newestMajor || (major == newestMajor && minor > newestMinor) {
+			newestMajor, newestMinor = major, minor
+		}
+	}
+	// The charts' version is a release of the changelog.
+	main := loadChart(t, "capov").Metadata
+	_, _, err = release.ChangelogSection(changelog, "v"+main.Version)
+	g.Expect(err).NotTo(HaveOccurred(), "the charts' version %s has a CHANGELOG.md section", main.Version)
+
+	seen := map[[2]int32]bool{}
+	for i, s := range meta.ReleaseSeries {
+		key := [2]int32{s.Major, s.Minor}
+		g.Expect(seen).NotTo(HaveKey(key), "series %d.%d listed twice", s.Major, s.Minor)
+		seen[key] = true
+		if i > 0 {
+			p := meta.ReleaseSeries[i-1]
+			g.Expect(s.Major > p.Major || (s.Major == p.Major && s.Minor > p.Minor)).To(BeTrue(), "series listed oldest first: %d.%d after %d.%d", s.Major, s.Minor, p.Major, p.Minor)
+		}
+		g.Expect(s.Major == newestMajor && s.Minor <= newestMinor+1 || s.Major < newestMajor).To(BeTrue(),
+			"series %d.%d is newer than the next minor of the newest release %d.%d", s.Major, s.Minor, newestMajor, newestMinor)
 	}
 }
 

@@ -29,9 +29,15 @@ const remediationTimeout = 10 * time.Second
 // MachineHealthCheck found unhealthy (as the MachineHealthCheck marks it).
 func remediatedMachine(t *testing.T, tc *testCluster) (*clusterv1.Machine, *infrav1.OVirtMachine, ovirtsim.VMState) {
 	t.Helper()
+	return remediatedMachineWith(t, tc, vmSpec())
+}
+
+// remediatedMachineWith is remediatedMachine with the machine's VM spec.
+func remediatedMachineWith(t *testing.T, tc *testCluster, spec infrav1.OVirtVMSpec) (*clusterv1.Machine, *infrav1.OVirtMachine, ovirtsim.VMState) {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	m, om := tc.newMachine(t, vmSpec(), ignitionConfig)
+	m, om := tc.newMachine(t, spec, ignitionConfig)
 	node := registerNode(t, om)
 	eventuallyCondition(t, om, condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionTrue})
 	eventuallyOM(t, om, func(g Gomega, om *infrav1.OVirtMachine) {
@@ -227,20 +233,14 @@ func TestRemediationResetsAHungGuestWithinTheAttempt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	tc := newTestCluster(t, mainFilter)
-	m, om, vm := remediatedMachine(t, tc)
+	spec := vmSpec()
+	spec.HighAvailability = &infrav1.HighAvailability{Enabled: true, Priority: 100, LeaseStorageDomain: "data"}
+	m, om, vm := remediatedMachineWith(t, tc, spec)
 
 	// CAPOV starts a VM first with a volatile run once, which the Engine reboots cold (that
-	// works on a hung guest): end that run from inside the guest; the OVirtMachine controller
-	// starts the VM again with a plain start, whose reboot is a warm one.
-	g.Expect(sim.ShutdownVMFromGuest(vm.ID)).To(Succeed())
-	eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("down")) })
-	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(om), om)).To(Succeed())
-	base := om.DeepCopy()
-	if om.Annotations == nil {
-		om.Annotations = map[string]string{}
-	}
-	om.Annotations["test.capov.io/nudge"] = "start-again"
-	g.Expect(k8s.Patch(ctx, om, client.MergeFrom(base))).To(Succeed())
+	// works on a hung guest). The VM is highly available: after a crash the Engine runs it
+	// again, a plain run, whose reboot is a warm one.
+	g.Expect(sim.CrashVM(vm.ID)).To(Succeed())
 	eventuallyVM(t, om.Name, func(g Gomega, vm ovirtsim.VMState) { g.Expect(vm.Status).To(Equal("up")) })
 
 	g.Expect(sim.SetGuestHung(vm.ID, true)).To(Succeed())
