@@ -42,8 +42,8 @@ import (
 // Machine; the manager reboots the Machine's VM through the Engine, resets it within the same
 // attempt when the guest shows no sign of a restart (a hung guest ignores the Engine's reboot),
 // waits spec.strategy.timeout for the MachineHealthCheck to find the Machine healthy (it then
-// deletes the request), tries again up to retryLimit times, and then hands the Machine to its owner (MachineSet or
-// KubeadmControlPlane) by setting OwnerRemediated=False on it. It never deletes a Machine, never
+// deletes the request), tries again up to retryLimit times, and then hands the Machine to its
+// owner (MachineSet or KubeadmControlPlane) by setting OwnerRemediated=False on it. It never deletes a Machine, never
 // writes to a VM whose ownership is not proven, does nothing while paused, and neither acts nor
 // hands over while the Engine cannot be read.
 
@@ -754,7 +754,7 @@ func (r *OVirtRemediationReconciler) escalate(ctx context.Context, s *remediatio
 	noSign := fmt.Sprintf("no sign of a restart within %s", window)
 	why := fmt.Sprintf("Attempt %d: the guest of VM %s showed no sign of a restart within %s of the reboot (VM %s", n, vm.ID, window, vm.Status)
 	if last.NodeBootID != "" {
-		why += fmt.Sprintf(", Node %s with the same boot id", s.machine.Status.NodeRef.Name)
+		why += fmt.Sprintf(", no new boot id from Node %s", s.machine.Status.NodeRef.Name)
 	}
 	why += ")"
 	last.Stage = ""
@@ -762,21 +762,21 @@ func (r *OVirtRemediationReconciler) escalate(ctx context.Context, s *remediatio
 	case ovirt.VMStatusUp, ovirt.VMStatusPoweringUp, ovirt.VMStatusRebootInProgress, ovirt.VMStatusPoweringDown:
 		last.EscalatedAt = ptr.To(metav1.NewTime(now))
 		last.Result = truncateResult(appendResult(last.Result, noSign+": reset"))
-		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; resetting it", why)
-		s.log.Info("The guest did not answer the reboot; resetting the VM", "vmID", vm.ID, "vmStatus", vm.Status)
 		if err := r.persist(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; resetting it", why)
+		s.log.Info("The guest did not answer the reboot; resetting the VM", "vmID", vm.ID, "vmStatus", vm.Status)
 		return r.reset(ctx, s, n)
 	case ovirt.VMStatusPaused:
 		last.EscalatedAt = ptr.To(metav1.NewTime(now))
 		last.Stage = infrav1.RemediationStageStopping
 		last.Result = truncateResult(appendResult(last.Result, noSign+": VM paused: "+resultStopRequested))
-		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; stopping and starting it", why)
-		s.log.Info("The guest did not answer the reboot; stopping and starting the VM", "vmID", vm.ID, "vmStatus", vm.Status)
 		if err := r.persist(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.event(s, corev1.EventTypeWarning, eventGuestDidNotAnswer, "Remediate", "%s; stopping and starting it", why)
+		s.log.Info("The guest did not answer the reboot; stopping and starting the VM", "vmID", vm.ID, "vmStatus", vm.Status)
 		return r.stop(ctx, s, lastAttempt(rem), n)
 	default:
 		last.Result = truncateResult(appendResult(last.Result, noSign+": VM "+string(vm.Status)+": no power action helps; waiting"))

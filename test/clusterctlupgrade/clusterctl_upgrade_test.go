@@ -19,6 +19,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capov/capov/test/certmanager"
@@ -46,53 +47,65 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	start := time.Now()
 	root, err := envtest.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	work := t.TempDir()
 	clusterctl := tool(t, root, "CLUSTERCTL", "clusterctl.sh")
-
 	config := repository(t, ctx, root, filepath.Join(work, "repository"))
 	standIn, err := buildStandIn(ctx, root, filepath.Join(work, "bin"))
 	g.Expect(err).NotTo(HaveOccurred())
-
-	env, err := envtest.Start(ctx, envtest.Options{WithoutCAPICRDs: true, WithoutOurCRDs: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = env.Stop() }()
-	g.Expect(cmapi.AddToScheme(env.Scheme)).To(Succeed())
-	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	kc, err := env.Kubeconfig("mgmt")
-	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfig := filepath.Join(work, "kubeconfig")
-	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
-
-	// The stand-in starts once clusterctl has installed cert-manager's CRDs, as cert-manager's
-	// Deployment would start once created.
-	standInDone := startWhenCRDsExist(ctx, t, c, standIn, kubeconfig, filepath.Join(work, "cert-manager.log"))
-	defer standInDone()
-
 	run := func(args ...string) string {
 		t.Helper()
-		out, err := runClusterctl(ctx, clusterctl, work, append(args, "--config", config, "--kubeconfig", kubeconfig)...)
+		out, err := runClusterctl(ctx, clusterctl, work, append(args, "--config", config)...)
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		return out
 	}
 
-	t.Logf("clusterctl init --infrastructure ovirt:%s (%s so far)", previousVersion, time.Since(start).Round(time.Second))
-	out := run("init", "--infrastructure", "ovirt:"+previousVersion)
-	g.Expect(out).To(ContainSubstring("Installing cert-manager"))
-	g.Expect(out).To(ContainSubstring("Waiting for cert-manager to be available"))
-	expectInventory(ctx, g, c, "infrastructure-ovirt", previousVersion)
-	expectCertificatesAndInjection(ctx, g, c)
+	stack := upgradeScenario(t, ctx, work, installation{
+		withoutCAPICRDs: true,
+		install: func(ctx context.Context, env *envtest.Environment) error {
+			if err := cmapi.AddToScheme(env.Scheme); err != nil {
+				return err
+			}
+			kc, err := env.Kubeconfig("mgmt")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+				return err
+			}
+			// The stand-in starts once clusterctl has installed cert-manager's CRDs, as
+			// cert-manager's Deployment would start once created.
+			t.Cleanup(startWhenCRDsExist(ctx, t, env.Client, standIn, kubeconfig, filepath.Join(work, "cert-manager.log")))
+			t.Logf("clusterctl init --infrastructure ovirt:%s", previousVersion)
+			out := run("init", "--infrastructure", "ovirt:"+previousVersion, "--kubeconfig", kubeconfig)
+			g.Expect(out).To(ContainSubstring("Installing cert-manager"))
+			g.Expect(out).To(ContainSubstring("Waiting for cert-manager to be available"))
+			expectInventory(ctx, g, env.Client, "infrastructure-ovirt", previousVersion)
+			expectCertificatesAndInjection(ctx, g, env.Client)
+			return nil
+		},
+		ours: func(o client.Object) bool { return o.GetLabels()[clusterv1.ProviderNameLabel] == "infrastructure-ovirt" },
+		upgrade: func(ctx context.Context, g Gomega, stack *harness.Stack, restore func()) {
+			// clusterctl patches the CRDs (a patch would keep the process's URL beside the
+			// Service) and re-creates every other object of the provider: the CRDs get their
+			// Service and cert-manager's CA injection back first, as they were installed.
+			restore()
+			t.Logf("clusterctl upgrade apply --infrastructure capov-system/ovirt:%s", thisVersion)
+			out := run("upgrade", "apply", "--infrastructure", "capov-system/ovirt:"+thisVersion, "--kubeconfig", kubeconfig)
+			g.Expect(out).NotTo(ContainSubstring("Deleting cert-manager"), "the same cert-manager version is not reinstalled")
+			expectInventory(ctx, g, stack.MgmtClient(), "infrastructure-ovirt", thisVersion)
+			expectCertificatesAndInjection(ctx, g, stack.MgmtClient())
+			expectServedVersions(ctx, g, stack.MgmtClient())
+		},
+	})
+	_ = stack
+}
 
-	t.Logf("clusterctl upgrade apply --infrastructure capov-system/ovirt:%s (%s so far)", thisVersion, time.Since(start).Round(time.Second))
-	out = run("upgrade", "apply", "--infrastructure", "capov-system/ovirt:"+thisVersion)
-	g.Expect(out).NotTo(ContainSubstring("Deleting cert-manager"), "the same cert-manager version is not reinstalled")
-	expectInventory(ctx, g, c, "infrastructure-ovirt", thisVersion)
-	expectCertificatesAndInjection(ctx, g, c)
-
-	t.Log("The original kinds are served in v1beta1 and v1beta2, stored in v1beta2; the new kinds exist")
+// expectServedVersions: the original kinds are served in v1beta1 and v1beta2 and stored in
+// v1beta2; the kinds new in this version exist.
+func expectServedVersions(ctx context.Context, g Gomega, c client.Client) {
 	for _, plural := range originalKinds {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: plural + ".infrastructure.cluster.x-k8s.io"}, crd)).To(Succeed())
@@ -108,7 +121,6 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 	for _, plural := range []string{"ovirthostdeviceclaims", "ovirtremediations", "ovirtremediationtemplates"} {
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: plural + ".infrastructure.cluster.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), plural)
 	}
-	t.Logf("clusterctl init and upgrade took %s", time.Since(start).Round(time.Second))
 }
 
 // repository lays out the local clusterctl repository and writes its configuration.
@@ -178,7 +190,7 @@ func repository(t *testing.T, ctx context.Context, root, dir string) string {
 }
 
 // expectInventory checks clusterctl's record of the installed provider.
-func expectInventory(ctx context.Context, g *WithT, c client.Client, name, version string) {
+func expectInventory(ctx context.Context, g Gomega, c client.Client, name, version string) {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "ProviderList"})
 	g.Expect(c.List(ctx, l)).To(Succeed())
@@ -193,7 +205,7 @@ func expectInventory(ctx context.Context, g *WithT, c client.Client, name, versi
 
 // expectCertificatesAndInjection: every provider's Certificates are Ready and every annotated
 // CRD and webhook configuration carries its Certificate's CA.
-func expectCertificatesAndInjection(ctx context.Context, g *WithT, c client.Client) {
+func expectCertificatesAndInjection(ctx context.Context, g Gomega, c client.Client) {
 	g.Eventually(func(g Gomega) {
 		certs := &cmapi.CertificateList{}
 		g.Expect(c.List(ctx, certs)).To(Succeed())

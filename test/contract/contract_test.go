@@ -46,8 +46,7 @@ func TestCRDsFollowTheContract(t *testing.T) {
 		scope         apiextensionsv1.ResourceScope
 		contractLabel bool
 		moveHierarchy bool
-		// v1beta2Only: a kind new in v1beta2 (no v1beta1 version, no v1beta1 contract label,
-		// no status).
+		// v1beta2Only: a kind new in v1beta2 (no v1beta1 version, no v1beta1 contract label).
 		v1beta2Only bool
 	}{
 		{"OVirtProvider", apiextensionsv1.ClusterScoped, false, true, false},
@@ -56,6 +55,11 @@ func TestCRDsFollowTheContract(t *testing.T) {
 		{"OVirtMachineTemplate", apiextensionsv1.NamespaceScoped, true, false, false},
 		// The InfraClusterTemplate of a ClusterClass: Cluster API reads its contract label.
 		{"OVirtClusterTemplate", apiextensionsv1.NamespaceScoped, true, false, true},
+		// The external remediation kinds a MachineHealthCheck references and creates.
+		{"OVirtRemediationTemplate", apiextensionsv1.NamespaceScoped, true, false, true},
+		{"OVirtRemediation", apiextensionsv1.NamespaceScoped, true, false, true},
+		// CAPOV's own reservation of host devices: no Cluster API contract, never moved.
+		{"OVirtHostDeviceClaim", apiextensionsv1.ClusterScoped, false, false, true},
 	}
 	g := NewWithT(t)
 	g.Expect(crds).To(HaveLen(len(tests)))
@@ -69,7 +73,12 @@ func TestCRDsFollowTheContract(t *testing.T) {
 			g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-ovirt"))
 			g.Expect(crd.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io", ""))
 			if tt.v1beta2Only {
-				g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1beta2"))
+				if tt.contractLabel {
+					g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1beta2"))
+				} else {
+					g.Expect(crd.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta2"))
+				}
+				g.Expect(crd.Labels).NotTo(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
 				g.Expect(crd.Labels).NotTo(HaveKey("cluster.x-k8s.io/v1beta1"), "no v1beta1 version to name")
 				g.Expect(crd.Spec.Versions).To(HaveLen(1))
 				g.Expect(crd.Spec.Versions[0].Name).To(Equal("v1beta2"))

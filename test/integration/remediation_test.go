@@ -139,9 +139,16 @@ func TestRemediationRebootsThenResetsThenHandsOver(t *testing.T) {
 		g.Expect(got.Status.Phase).To(Equal(infrav1.RemediationPhaseRunning))
 		g.Expect(got.Status.Attempts).To(HaveLen(1))
 		g.Expect(got.Status.Attempts[0].Action).To(Equal(infrav1.RemediationActionReboot))
-		g.Expect(got.Status.Attempts[0].NodeBootID).NotTo(BeEmpty(), "read through the ClusterCache")
-		g.Expect(got.Status.Attempts[0].Result).To(ContainSubstring("the guest restarted"))
 		g.Expect(conditions.IsTrue(got, infrav1.OwnershipProvenCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+	// The emulated kubelet reports the guest's new boot: the attempt saw it, and only waits.
+	g.Eventually(func(g Gomega) {
+		got := getRemediation(g, rem)
+		g.Expect(got.Status.Attempts).NotTo(BeEmpty())
+		first := got.Status.Attempts[0]
+		g.Expect(first.NodeBootID).NotTo(BeEmpty(), "read through the ClusterCache: %+v", first)
+		g.Expect(first.Result).To(ContainSubstring("the guest restarted"), "%+v", first)
+		g.Expect(first.EscalatedAt).To(BeNil(), "%+v", first)
 	}, timeout, interval).Should(Succeed())
 	eventuallyEvent(t, rem, "RebootRequested")
 	eventuallyEvent(t, m, "RebootRequested")
