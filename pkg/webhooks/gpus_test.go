@@ -22,12 +22,7 @@ func TestGPUsAdmission(t *testing.T) {
 	vgpu := func(t string, display *bool) infrav1.GPU {
 		return infrav1.GPU{Type: infrav1.GPUTypeVGPU, MdevType: t, Display: display}
 	}
-	tests := []struct {
-		name      string
-		spec      *infrav1.OVirtVMSpec
-		wantField string
-		wantText  string
-	}{
+	tests := []specCase{
 		{"a vGPU", base(func(s *infrav1.OVirtVMSpec) { s.GPUs = []infrav1.GPU{vgpu("nvidia-22", nil)} }), "", ""},
 		{"two passthrough GPUs and a vGPU", base(func(s *infrav1.OVirtVMSpec) {
 			s.GPUs = []infrav1.GPU{{Type: infrav1.GPUTypePassthrough, VendorID: "10de", DeviceID: "20B5", Count: 2}, vgpu("nvidia-22", ptr.To(false))}
@@ -63,19 +58,7 @@ func TestGPUsAdmission(t *testing.T) {
 			s.CustomProperties = []infrav1.CustomProperty{{Name: "mdev_type", Value: "nvidia-22"}}
 		}), "", ""},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			errs := ValidateVMSpec(tt.spec, field.NewPath("spec"))
-			if tt.wantField == "" {
-				g.Expect(errs).To(BeEmpty())
-				return
-			}
-			g.Expect(errs).To(HaveLen(1), "%v", errs)
-			g.Expect(errs[0].Field).To(Equal(tt.wantField))
-			g.Expect(errs[0].Error()).To(ContainSubstring(tt.wantText))
-		})
-	}
+	runSpecCases(t, tests)
 }
 
 // TestGPUWarnings: an mdev_type custom property without spec.gpus, and high availability of a

@@ -19,12 +19,7 @@ func TestVMContentsAdmission(t *testing.T) {
 		mut(s)
 		return s
 	}
-	tests := []struct {
-		name      string
-		spec      *infrav1.OVirtVMSpec
-		wantField string // "" for accepted
-		wantText  string
-	}{
+	tests := []specCase{
 		{"an etcd disk, preallocated, format left to the manager", base(func(s *infrav1.OVirtVMSpec) {
 			s.DataDisks = []infrav1.DataDisk{{Name: "etcd", SizeGB: 20, Preallocated: true}}
 		}), "", ""},
@@ -91,6 +86,21 @@ func TestVMContentsAdmission(t *testing.T) {
 				HugePagesKiB: infrav1.HugePages1Gi, IOThreads: 1, MultiQueues: ptr.To(true), Ballooning: ptr.To(false)}
 		}), "", ""},
 	}
+	runSpecCases(t, tests)
+}
+
+// specCase is a VM spec and what admission says of it: accepted (wantField ""), or one error on
+// wantField whose text contains wantText.
+type specCase struct {
+	name      string
+	spec      *infrav1.OVirtVMSpec
+	wantField string
+	wantText  string
+}
+
+// runSpecCases checks each case against ValidateVMSpec.
+func runSpecCases(t *testing.T, tests []specCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
