@@ -139,3 +139,14 @@ func roundRemaining(d time.Duration) time.Duration {
 
 // Unwrap makes the error match ErrAuth.
 func (e *BreakerOpenError) Unwrap() error { return ErrAuth }
+
+// RequireArgs is the check every Client makes before any call: each pair is a name and an
+// argument ("VM id", vmID, ...); the first empty argument is ErrInvalid naming it.
+func RequireArgs(op string, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return &Error{Op: op, Detail: pairs[i] + " is empty", Kinds: []error{ErrInvalid}}
+		}
+	}
+	return nil
+}

@@ -287,8 +287,8 @@ func (c *Client) ListHosts(ctx context.Context, clusterName string) ([]ovirt.Hos
 		return c.ListHostsFunc(ctx, clusterName)
 	}
 	const op = "ListHosts"
-	if clusterName == "" {
-		return nil, invalid(op, "cluster name is empty")
+	if err := ovirt.RequireArgs(op, "cluster name", clusterName); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -319,8 +319,8 @@ func (c *Client) ListHostDevices(ctx context.Context, hostID string) ([]ovirt.Ho
 		return c.ListHostDevicesFunc(ctx, hostID)
 	}
 	const op = "ListHostDevices"
-	if hostID == "" {
-		return nil, invalid(op, "host id is empty")
+	if err := ovirt.RequireArgs(op, "host id", hostID); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -340,8 +340,8 @@ func (c *Client) ListVMHostDevices(ctx context.Context, vmID string) ([]ovirt.Ho
 		return c.ListVMHostDevicesFunc(ctx, vmID)
 	}
 	const op = "ListVMHostDevices"
-	if vmID == "" {
-		return nil, invalid(op, "VM id is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -363,11 +363,8 @@ func (c *Client) AttachHostDevice(ctx context.Context, vmID, deviceName string) 
 		return c.AttachHostDeviceFunc(ctx, vmID, deviceName)
 	}
 	const op = "AttachHostDevice"
-	switch {
-	case vmID == "":
-		return invalid(op, "VM id is empty")
-	case deviceName == "":
-		return invalid(op, "device name is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID, "device name", deviceName); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -418,11 +415,8 @@ func (c *Client) DetachHostDevice(ctx context.Context, vmID, deviceName string) 
 		return c.DetachHostDeviceFunc(ctx, vmID, deviceName)
 	}
 	const op = "DetachHostDevice"
-	switch {
-	case vmID == "":
-		return invalid(op, "VM id is empty")
-	case deviceName == "":
-		return invalid(op, "device name is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID, "device name", deviceName); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -471,11 +465,8 @@ func (c *Client) PinVM(ctx context.Context, vmID, hostID string) error {
 		return c.PinVMFunc(ctx, vmID, hostID)
 	}
 	const op = "PinVM"
-	switch {
-	case vmID == "":
-		return invalid(op, "VM id is empty")
-	case hostID == "":
-		return invalid(op, "host id is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID, "host id", hostID); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

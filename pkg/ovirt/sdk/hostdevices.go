@@ -183,8 +183,8 @@ func (c *client) ListHosts(ctx context.Context, clusterName string) ([]ovirt.Hos
 // confirmed with GET /hosts/{id}.
 func (c *client) ListHostDevices(ctx context.Context, hostID string) ([]ovirt.HostDevice, error) {
 	const op = "ListHostDevices"
-	if hostID == "" {
-		return nil, invalid(op, "host id is empty")
+	if err := ovirt.RequireArgs(op, "host id", hostID); err != nil {
+		return nil, err
 	}
 	devices, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]ovirt.HostDevice, error) {
 		resp, err := conn.SystemService().HostsService().HostService(hostID).DevicesService().List().Send()
@@ -214,8 +214,8 @@ func (c *client) ListHostDevices(ctx context.Context, hostID string) ([]ovirt.Ho
 // confirmed with GET /vms/{id} (no follow).
 func (c *client) ListVMHostDevices(ctx context.Context, vmID string) ([]ovirt.HostDevice, error) {
 	const op = "ListVMHostDevices"
-	if vmID == "" {
-		return nil, invalid(op, "VM id is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID); err != nil {
+		return nil, err
 	}
 	devices, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) ([]ovirt.HostDevice, error) {
 		resp, err := conn.SystemService().VmsService().VmService(vmID).HostDevicesService().List().Send()
@@ -245,11 +245,8 @@ func (c *client) ListVMHostDevices(ctx context.Context, vmID string) ([]ovirt.Ho
 // <host_device><name/></host_device>.
 func (c *client) AttachHostDevice(ctx context.Context, vmID, deviceName string) error {
 	const op = "AttachHostDevice"
-	switch {
-	case vmID == "":
-		return invalid(op, "VM id is empty")
-	case deviceName == "":
-		return invalid(op, "device name is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID, "device name", deviceName); err != nil {
+		return err
 	}
 	dev, err := ovirtsdk.NewHostDeviceBuilder().Name(xmlText(deviceName)).Build()
 	if err != nil {
@@ -265,11 +262,8 @@ func (c *client) AttachHostDevice(ctx context.Context, vmID, deviceName string) 
 // DetachHostDevice implements ovirt.Client with DELETE /vms/{id}/hostdevices/{hex of the name}.
 func (c *client) DetachHostDevice(ctx context.Context, vmID, deviceName string) error {
 	const op = "DetachHostDevice"
-	switch {
-	case vmID == "":
-		return invalid(op, "VM id is empty")
-	case deviceName == "":
-		return invalid(op, "device name is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID, "device name", deviceName); err != nil {
+		return err
 	}
 	_, err := invoke(ctx, c.s, op, func(conn *ovirtsdk.Connection) (struct{}, error) {
 		_, err := conn.SystemService().VmsService().VmService(vmID).HostDevicesService().
@@ -287,11 +281,8 @@ func (c *client) DetachHostDevice(ctx context.Context, vmID, deviceName string) 
 // <vm><placement_policy><affinity>pinned</affinity><hosts><host id=""/></hosts></placement_policy></vm>.
 func (c *client) PinVM(ctx context.Context, vmID, hostID string) error {
 	const op = "PinVM"
-	switch {
-	case vmID == "":
-		return invalid(op, "VM id is empty")
-	case hostID == "":
-		return invalid(op, "host id is empty")
+	if err := ovirt.RequireArgs(op, "VM id", vmID, "host id", hostID); err != nil {
+		return err
 	}
 	vm, err := ovirtsdk.NewVmBuilder().PlacementPolicyBuilder(pinnedPlacement(hostID)).Build()
 	if err != nil {
