@@ -31,7 +31,7 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TEST_TIMEOUT ?= 45m
 TEST_FLAGS ?=
 RACE_FLAGS ?= -race
-BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/release/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... \
+BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/release/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... ./test/clusterctlupgrade/... \
 	./test/integration/... ./test/conformance/... ./test/chaos/... ./test/demo/... ./test/capi/... ./test/e2e/...
 # How many black-box test packages run at once. They spend much of their time waiting on API
 # servers and processes (two cores were about 65% busy at go test's default of one package per
@@ -152,8 +152,8 @@ integration: envtest test-binaries ## Run the manager integration tests only (ma
 	$(TEST_ENV) go test -count=1 -timeout 20m ./test/integration/...
 
 .PHONY: clusterctl-upgrade
-clusterctl-upgrade: envtest ## Run the clusterctl install and upgrade test only: clusterctl init of CAPOV v0.2.0 with the cert-manager stand-in, then clusterctl upgrade apply to this tree.
-	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh) CLUSTERCTL=$$(hack/clusterctl.sh) go test -count=1 -timeout 15m -v ./test/clusterctlupgrade/... ./test/certmanager/...
+clusterctl-upgrade: envtest test-binaries ## Run the install and upgrade scenario only: CAPOV v0.2.0 by clusterctl init (cert-manager stand-in) and by Helm runs a cluster until Ready, then clusterctl upgrade apply / helm upgrade to this tree; plus the stand-in's tests.
+	$(TEST_ENV) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) go test -count=1 -timeout 15m -v ./test/clusterctlupgrade/... ./test/certmanager/...
 
 .PHONY: bench
 bench: envtest ## Run the provisioning benchmark (100-5,000 machines, ~70 min); rewrites docs/benchmarks.md and docs/bench/*.png.

@@ -44,6 +44,7 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release's components and runs clusterctl init and upgrade")
 	}
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -62,7 +63,7 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 		return out
 	}
 
-	stack := upgradeScenario(t, ctx, work, installation{
+	upgradeScenario(t, ctx, work, installation{
 		withoutCAPICRDs: true,
 		install: func(ctx context.Context, env *envtest.Environment) error {
 			if err := cmapi.AddToScheme(env.Scheme); err != nil {
@@ -86,7 +87,9 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 			expectCertificatesAndInjection(ctx, g, env.Client)
 			return nil
 		},
-		ours: func(o client.Object) bool { return o.GetLabels()[clusterv1.ProviderNameLabel] == "infrastructure-ovirt" },
+		ours: func(o client.Object) bool {
+			return o.GetLabels()[clusterv1.ProviderNameLabel] == "infrastructure-ovirt"
+		},
 		upgrade: func(ctx context.Context, g Gomega, stack *harness.Stack, restore func()) {
 			// clusterctl patches the CRDs (a patch would keep the process's URL beside the
 			// Service) and re-creates every other object of the provider: the CRDs get their
@@ -100,7 +103,6 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 			expectServedVersions(ctx, g, stack.MgmtClient())
 		},
 	})
-	_ = stack
 }
 
 // expectServedVersions: the original kinds are served in v1beta1 and v1beta2 and stored in

@@ -52,8 +52,8 @@ type machineIdentity struct{ UID, ProviderID string }
 // tree and the processes are replaced by this tree's; then every Machine must stay Running and
 // Ready for 30 s of reconciles, no Machine replaced, no VM written (CHANGELOG.md, v0.3.0 upgrade
 // notes: "No VM is written by the upgrade") and every object readable in v1beta1 and v1beta2
-// with the same spec. It returns the running stack.
-func upgradeScenario(t *testing.T, ctx context.Context, work string, in installation) *harness.Stack {
+// with the same spec.
+func upgradeScenario(t *testing.T, ctx context.Context, work string, in installation) {
 	g := NewWithT(t)
 	start := time.Now()
 	root, err := envtest.RepoRoot()
@@ -129,7 +129,6 @@ func upgradeScenario(t *testing.T, ctx context.Context, work string, in installa
 		}
 	}
 	t.Logf("The upgrade scenario took %s", time.Since(start).Round(time.Second))
-	return stack
 }
 
 // pointWebhooks points CAPOV's admission webhooks and CRD conversion at the webhook process and
