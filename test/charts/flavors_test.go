@@ -134,11 +134,20 @@ func startFlavorEnv(t *testing.T) *envtest.Environment {
 // namespace ns, and returns the objects of its output.
 func renderFlavor(t *testing.T, config, version, flavor, ns string) []*unstructured.Unstructured {
 	t.Helper()
+	return renderFlavorWith(t, config, version, flavor, ns, nil)
+}
+
+// renderFlavorWith is renderFlavor with only the variables of flavorVars that only names (all
+// when only is nil).
+func renderFlavorWith(t *testing.T, config, version, flavor, ns string, only map[string]bool) []*unstructured.Unstructured {
+	t.Helper()
 	vars := map[string]string{}
 	for k, v := range flavorVars {
-		vars[k] = v
+		if only == nil || only[k] {
+			vars[k] = v
+		}
 	}
-	if name, ok := flavorTemplateNames[flavor]; ok {
+	if name, ok := flavorTemplateNames[flavor]; ok && vars["OVIRT_TEMPLATE_NAME"] != "" {
 		vars["OVIRT_TEMPLATE_NAME"] = name
 	}
 	args := []string{"generate", "cluster", "prod-a", "--infrastructure", "ovirt:" + version, "--config", config,
@@ -270,8 +279,12 @@ func indexFlavor(t *testing.T, flavor string, objs []*unstructured.Unstructured)
 // TestEveryFlavorIsAcceptedByTheAPIServer renders every flavor with the real clusterctl and
 // every variable set, decodes each object strictly into its Go type, checks what users of the
 // flavor rely on, and creates the objects on a real API server that validates them against the
-// CRDs (OpenAPI schemas and CEL rules, unknown fields refused). No webhook runs: CAPOV's
-// admission rules are unit-tested in pkg/webhooks.
+// CRDs (OpenAPI schemas and CEL rules, unknown fields refused): Cluster API's core, kubeadm
+// bootstrap (CABPK) and control plane (KCP), the in-cluster IPAM provider's and CAPOV's
+// (startFlavorEnv). Each flavor is also checked against docs/operations.md: every variable
+// clusterctl lists for it is documented for it, exactly the documented "required" ones are
+// required, and rendered with only those (every other at its default) its objects pass a
+// server-side dry-run. No webhook runs: CAPOV's admission rules are unit-tested in pkg/webhooks.
 func TestEveryFlavorIsAcceptedByTheAPIServer(t *testing.T) {
 	config, version := clusterctlRepo(t)
 	e := startFlavorEnv(t)
@@ -307,6 +320,38 @@ func TestEveryFlavorIsAcceptedByTheAPIServer(t *testing.T) {
 			for _, o := range objs {
 				err := c.Create(ctx, o.DeepCopy(), client.FieldValidation("Strict"))
 				g.Expect(err).NotTo(HaveOccurred(), "%s %s rejected by the API server", o.GetKind(), o.GetName())
+			}
+			g.Expect(w.take()).To(BeEmpty())
+		})
+
+		// What docs/operations.md documents for the flavor is what it uses, and its required
+		// variables alone (every other one at its default) render objects the API server accepts.
+		t.Run("flavor "+flavor+" with only its documented required variables", func(t *testing.T) {
+			g := NewWithT(t)
+			doc := documentedFlavorVariables(t, flavor)
+			args := []string{"generate", "cluster", "prod-a", "--infrastructure", "ovirt:" + version, "--config", config,
+				"--target-namespace", "default", "--list-variables"}
+			if flavor != "" {
+				args = append(args, "--flavor", flavor)
+			}
+			out, err := clusterctl(t, nil, args...)
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			required, all := listedVariables(out)
+			g.Expect(all).To(HaveEach(BeKeyOf(doc.all)), "every variable the flavor uses is documented for it in docs/operations.md: %v", sortedKeys(doc.all))
+			g.Expect(required).To(Equal(sortedKeys(doc.required)), "docs/operations.md marks exactly the flavor's required variables \"required\"")
+
+			ns := "flavor-docs-default"
+			if flavor != "" {
+				ns = "flavor-docs-" + flavor
+			}
+			objs := renderFlavorWith(t, config, version, flavor, ns, doc.required)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+			w.take()
+			for _, o := range objs {
+				err := c.Create(ctx, o.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict"))
+				g.Expect(err).NotTo(HaveOccurred(), "%s %s, rendered with the defaults, rejected by the API server (dry-run)", o.GetKind(), o.GetName())
 			}
 			g.Expect(w.take()).To(BeEmpty())
 		})

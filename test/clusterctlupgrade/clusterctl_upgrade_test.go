@@ -102,6 +102,9 @@ func TestClusterctlInitAndUpgradeFromThePreviousRelease(t *testing.T) {
 			expectCertificatesAndInjection(ctx, g, stack.MgmtClient())
 			expectServedVersions(ctx, g, stack.MgmtClient())
 		},
+		afterUpgrade: func(ctx context.Context, g Gomega, stack *harness.Stack) {
+			moveAfterUpgrade(t, ctx, g, stack, standIn, run)
+		},
 	})
 }
 

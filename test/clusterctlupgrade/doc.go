@@ -18,7 +18,11 @@
 // Running with a Node; then `clusterctl upgrade apply` (or `helm upgrade` of both charts) moves
 // CAPOV to this tree and this tree's binaries replace the processes, and nothing may change:
 // no Machine replaced, no VM written, everything Ready and readable in v1beta1 and v1beta2.
+// The clusterctl run then moves the cluster with `clusterctl move` to a second envtest API
+// server that `clusterctl init` gave this version, where nothing runs: the objects must arrive,
+// leave the source (but for the cluster-scoped OVirtProvider and its hierarchy, which clusterctl
+// copies) and no VM may be written.
 //
-// Not covered here: pods, Cluster API's webhooks, `clusterctl move`, the real node
-// (docs/architecture.md, "The install and upgrade scenario on envtest").
+// Not covered here: pods, Cluster API's webhooks, a manager adopting the moved cluster, the real
+// node (docs/architecture.md, "The install and upgrade scenario on envtest").
 package clusterctlupgrade

@@ -41,6 +41,8 @@ type installation struct {
 	// upgrade upgrades CAPOV to this tree while its processes are stopped; restore puts the
 	// installed client configurations of the webhooks and conversion back first when needed.
 	upgrade func(ctx context.Context, g Gomega, stack *harness.Stack, restore func())
+	// afterUpgrade, when set, runs once the upgraded installation passed every check.
+	afterUpgrade func(ctx context.Context, g Gomega, stack *harness.Stack)
 }
 
 // machineIdentity is what must not change in an upgrade: the Machine object and its VM.
@@ -129,6 +131,9 @@ func upgradeScenario(t *testing.T, ctx context.Context, work string, in installa
 		}
 	}
 	t.Logf("The upgrade scenario took %s", time.Since(start).Round(time.Second))
+	if in.afterUpgrade != nil {
+		in.afterUpgrade(ctx, g, stack)
+	}
 }
 
 // pointWebhooks points CAPOV's admission webhooks and CRD conversion at the webhook process and
