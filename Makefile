@@ -152,7 +152,7 @@ integration: envtest test-binaries ## Run the manager integration tests only (ma
 	$(TEST_ENV) go test -count=1 -timeout 20m ./test/integration/...
 
 .PHONY: clusterctl-upgrade
-clusterctl-upgrade: envtest test-binaries ## Run the install and upgrade scenario only: CAPOV v0.2.0 by clusterctl init (cert-manager stand-in) and by Helm runs a cluster until Ready, then clusterctl upgrade apply / helm upgrade to this tree; plus the stand-in's tests.
+clusterctl-upgrade: envtest test-binaries ## Run the install and upgrade scenario only: CAPOV v0.2.0 by clusterctl init (cert-manager stand-in) and by Helm runs a cluster until Ready, then clusterctl upgrade apply / helm upgrade to this tree, and clusterctl move to a second management cluster; plus the stand-in's tests.
 	$(TEST_ENV) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) go test -count=1 -timeout 15m -v ./test/clusterctlupgrade/... ./test/certmanager/...
 
 .PHONY: bench
