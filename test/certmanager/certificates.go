@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -69,6 +70,7 @@ const (
 
 type certificateReconciler struct {
 	client                   client.Client
+	reader                   client.Reader // uncached, for the status that must not be lost
 	clusterResourceNamespace string
 	now                      func() time.Time
 }
@@ -183,10 +185,29 @@ func (r *certificateReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	crt.Status.LastFailureTime, crt.Status.FailedIssuanceAttempts = nil, nil
 	apiutil.SetCertificateCondition(crt, crt.Generation, cmapi.CertificateConditionReady, cmmeta.ConditionTrue, reasonReady, messageReady)
 	apiutil.RemoveCertificateCondition(crt, cmapi.CertificateConditionIssuing)
-	if err := r.updateStatus(ctx, before, crt); err != nil {
+	if err := r.recordIssuance(ctx, crt); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: crt.Status.RenewalTime.Sub(now)}, nil
+}
+
+// recordIssuance writes the status of a certificate just written into its Secret. A conflict
+// (the cache behind the API server) is retried on the current object: once the Secret holds the
+// certificate, the next reconcile finds nothing to issue, and a lost status would leave the
+// Certificate Ready without the revision cert-manager records for each issuance.
+func (r *certificateReconciler) recordIssuance(ctx context.Context, crt *cmapi.Certificate) error {
+	issued := crt.Status
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := r.reader.Get(ctx, client.ObjectKeyFromObject(crt), crt); err != nil {
+				return err
+			}
+			crt.Status = issued
+		}
+		first = false
+		return r.client.Status().Update(ctx, crt)
+	})
 }
 
 func klogRef(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

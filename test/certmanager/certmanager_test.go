@@ -8,9 +8,11 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
@@ -53,7 +56,9 @@ func run(m *testing.M) int {
 	env = e
 	utilMust(certmanagerScheme(e))
 	done := make(chan error, 1)
-	go func() { done <- certmanager.Run(ctx, e.Config, logr.Discard(), certmanager.Options{}) }()
+	go func() {
+		done <- certmanager.Run(ctx, e.Config, logr.Discard(), certmanager.Options{Interceptors: &interceptor.Funcs{SubResourceUpdate: injectConflicts}})
+	}()
 	code := m.Run()
 	cancel()
 	if err := <-done; err != nil {
@@ -64,6 +69,20 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "envtest: stopping: %v\n", err)
 	}
 	return code
+}
+
+// issuanceConflicts names the Certificates (namespace/name) whose next status update recording
+// an issuance fails with a conflict, as it does when the stand-in's cache is behind the API
+// server; a name is removed when its conflict has been returned.
+var issuanceConflicts sync.Map
+
+func injectConflicts(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if crt, ok := obj.(*cmapi.Certificate); ok && crt.Status.Revision != nil {
+		if _, ok := issuanceConflicts.LoadAndDelete(crt.Namespace + "/" + crt.Name); ok {
+			return apierrors.NewConflict(cmapi.Resource("certificates"), crt.Name, errors.New("the object has been modified"))
+		}
+	}
+	return c.SubResource(sub).Update(ctx, obj, opts...)
 }
 
 func utilMust(err error) {
@@ -163,9 +182,30 @@ func TestClusterctlsReadinessObjectsAreIssued(t *testing.T) {
 	g.Expect(s.Annotations).To(HaveKeyWithValue("cert-manager.io/issuer-name", "test-selfsigned"))
 	g.Expect(s.Annotations).To(HaveKeyWithValue("cert-manager.io/issuer-kind", "Issuer"))
 	g.Expect(s.Annotations).To(HaveKeyWithValue("cert-manager.io/alt-names", "example.com"))
-	g.Expect(*crt.Status.Revision).To(Equal(1))
+	g.Expect(crt.Status.Revision).To(Equal(ptr.To(1)))
 	g.Expect(crt.Status.NotAfter.Sub(crt.Status.NotBefore.Time)).To(Equal(90 * 24 * time.Hour))
 	g.Expect(crt.Status.RenewalTime.Time).To(BeTemporally("==", crt.Status.NotAfter.Add(-30*24*time.Hour)))
+}
+
+// TestAnIssuanceIsRecordedWhenItsStatusUpdateConflicts: the Secret is written, then the status
+// update conflicts (a cache behind the API server, as after the Issuer's pending status). The
+// next reconcile finds a current Secret; the issuance must still be recorded (revision 1), as
+// cert-manager's issuing controller records it.
+func TestAnIssuanceIsRecordedWhenItsStatusUpdateConflicts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, g)
+	g.Expect(env.Client.Create(ctx, selfSignedIssuer(ns, "self"))).To(Succeed())
+	issuanceConflicts.Store(ns+"/conflicted", struct{}{})
+	crt := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "conflicted"}, Spec: cmapi.CertificateSpec{
+		DNSNames: []string{"example.com"}, SecretName: "conflicted-tls", IssuerRef: cmmeta.IssuerReference{Name: "self"},
+	}}
+	g.Expect(env.Client.Create(ctx, crt)).To(Succeed())
+	eventuallyReady(g, crt)
+	_, pending := issuanceConflicts.Load(ns + "/conflicted")
+	g.Expect(pending).To(BeFalse(), "the conflict was returned to the stand-in")
+	g.Expect(crt.Status.Revision).To(Equal(ptr.To(1)), "the issuance is recorded despite the conflict")
+	g.Expect(crt.Status.NotAfter).NotTo(BeNil())
 }
 
 // TestTheProvidersCertificatesAreIssuedFromACAIssuer: the serving certificate as CAPOV's and

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -27,6 +29,9 @@ type Options struct {
 	HealthProbeBindAddress string
 	// Now is the clock (default time.Now); tests move it to see renewals.
 	Now func() time.Time
+	// Interceptors, when set, sit between the reconcilers and the API server: tests inject
+	// the conflicts and failures a busy API server returns.
+	Interceptors *interceptor.Funcs
 }
 
 // NewScheme returns the scheme of the stand-in: Kubernetes, CRDs and cert-manager's types.
@@ -58,6 +63,16 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 		// Several stand-ins may run in one test process (one per management cluster).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			if opts.Interceptors == nil {
+				return client.New(cfg, o)
+			}
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, *opts.Interceptors), nil
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the cert-manager stand-in's manager: %w", err)
@@ -74,7 +89,7 @@ func Run(ctx context.Context, cfg *rest.Config, log logr.Logger, opts Options) e
 	if err := issuers.setup(mgr); err != nil {
 		return err
 	}
-	certs := &certificateReconciler{client: mgr.GetClient(), clusterResourceNamespace: opts.ClusterResourceNamespace, now: opts.Now}
+	certs := &certificateReconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), clusterResourceNamespace: opts.ClusterResourceNamespace, now: opts.Now}
 	if err := certs.setup(mgr); err != nil {
 		return err
 	}
