@@ -245,6 +245,35 @@ func tarDir(dir, out string) error {
 // a docker archive, the RepoTags of manifest.json. A bare ref.name such as "v1" is returned as
 // is, for the caller to reject.
 func archiveImageNames(path string) ([]string, error) {
+	images, err := archiveImages(path)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(images))
+	for _, i := range images {
+		names = append(names, i.name)
+	}
+	return names, nil
+}
+
+// archiveImage is an image an archive announces: its name and, in an OCI layout, the digest of
+// what the name points to (an index or a manifest).
+type archiveImage struct{ name, digest string }
+
+// digestRef is the reference by digest of an image of an OCI layout: its name without the tag,
+// @ its digest ("" when the archive says no digest).
+func (i archiveImage) digestRef() string {
+	if i.digest == "" {
+		return ""
+	}
+	repo := i.name
+	if slash, colon := strings.LastIndex(repo, "/"), strings.LastIndex(repo, ":"); colon > slash {
+		repo = repo[:colon]
+	}
+	return repo + "@" + i.digest
+}
+
+func archiveImages(path string) ([]archiveImage, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -265,27 +294,27 @@ func archiveImageNames(path string) ([]string, error) {
 			if err := json.NewDecoder(tr).Decode(&idx); err != nil {
 				return nil, fmt.Errorf("reading index.json: %w", err)
 			}
-			var names []string
+			var images []archiveImage
 			for _, m := range idx.Manifests {
 				if n := m.Annotations[annotationContainerdName]; n != "" {
-					names = append(names, n)
+					images = append(images, archiveImage{n, m.Digest.String()})
 				} else if n := m.Annotations[annotationRefName]; n != "" {
-					names = append(names, n)
+					images = append(images, archiveImage{n, m.Digest.String()})
 				}
 			}
-			return names, nil
+			return images, nil
 		case "manifest.json":
 			var m []struct{ RepoTags []string }
 			if err := json.NewDecoder(tr).Decode(&m); err != nil {
 				return nil, fmt.Errorf("reading manifest.json: %w", err)
 			}
-			var names []string
+			var images []archiveImage
 			for _, e := range m {
 				for _, t := range e.RepoTags {
-					names = append(names, normalizeDockerRef(t))
+					images = append(images, archiveImage{name: normalizeDockerRef(t)})
 				}
 			}
-			return names, nil
+			return images, nil
 		}
 	}
 }

@@ -16,6 +16,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
+func TestDigestRefDropsOnlyTheTag(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(archiveImage{"localhost:5000/team/app:v1", "sha256:ab"}.digestRef()).To(Equal("localhost:5000/team/app@sha256:ab"))
+	g.Expect(archiveImage{"localhost:5000/app", "sha256:ab"}.digestRef()).To(Equal("localhost:5000/app@sha256:ab"))
+	g.Expect(archiveImage{"docker.io/library/app:v1", ""}.digestRef()).To(BeEmpty(), "a docker archive says no digest")
+}
+
 func TestWriteImageArchive(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
@@ -41,6 +48,11 @@ func TestWriteImageArchive(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rootManifest.Manifests).To(HaveLen(1))
 	g.Expect(rootManifest.Manifests[0].Annotations).To(HaveKeyWithValue(annotationRefName, "e2e.local/app:v1"))
+	// ImportImage records the image by digest too, as a pull does: a pod may pin it.
+	imported, err := archiveImages(archive)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(imported).To(HaveLen(1))
+	g.Expect(imported[0].digestRef()).To(Equal("e2e.local/app@" + rootManifest.Manifests[0].Digest.String()))
 	idx, err := root.ImageIndex(rootManifest.Manifests[0].Digest)
 	g.Expect(err).NotTo(HaveOccurred())
 	im, err := idx.IndexManifest()

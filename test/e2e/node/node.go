@@ -531,23 +531,41 @@ func (c *Cluster) importNodeImages(ctx context.Context) error {
 // (`ctr -n k8s.io images import --all-platforms`). Docker archives and OCI image layouts in a
 // tar work, single- or multi-platform; the names come from index.json's
 // io.containerd.image.name or org.opencontainers.image.ref.name annotations (a full
-// reference), or from a docker archive's RepoTags. Pods must use those names with
-// imagePullPolicy IfNotPresent or Never: nothing can be pulled.
+// reference), or from a docker archive's RepoTags. An OCI image is also recorded by digest
+// (repo@sha256:..., as a pull records it), so that a pod may pin it. Pods must use those names
+// with imagePullPolicy IfNotPresent or Never: nothing can be pulled.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
-	names, err := archiveImageNames(archive)
+	imported, err := archiveImages(archive)
 	if err != nil {
 		return fmt.Errorf("importing %s: %w", archive, err)
 	}
-	for _, n := range names {
-		if !strings.ContainsAny(n, "/:@") {
-			return fmt.Errorf("importing %s: the image is named %q, no full reference: set the org.opencontainers.image.ref.name annotation of index.json to the whole reference (e.g. example.com/app:v1)", archive, n)
+	var names []string
+	for _, i := range imported {
+		if !strings.ContainsAny(i.name, "/:@") {
+			return fmt.Errorf("importing %s: the image is named %q, no full reference: set the org.opencontainers.image.ref.name annotation of index.json to the whole reference (e.g. example.com/app:v1)", archive, i.name)
 		}
+		names = append(names, i.name)
 	}
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, c.bins["ctr"], "--address", containerdSocket, "-n", containerdNamespace,
-		"images", "import", "--all-platforms", archive)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("importing %s (ctr images import): %w: %s", archive, err, strings.TrimSpace(string(out)))
+	ctr := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, c.bins["ctr"], append([]string{"--address", containerdSocket, "-n", containerdNamespace}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if err := ctr("images", "import", "--all-platforms", archive); err != nil {
+		return fmt.Errorf("importing %s: %w", archive, err)
+	}
+	// A pull records the image under its reference by digest too (repo@sha256:...), which is how
+	// a pod that pins its image by digest finds it; an import records only the name.
+	for _, i := range imported {
+		if ref := i.digestRef(); ref != "" {
+			if err := ctr("images", "tag", "--force", i.name, ref); err != nil {
+				return fmt.Errorf("importing %s: %w", archive, err)
+			}
+			names = append(names, ref)
+		}
 	}
 	listed, err := exec.CommandContext(ctx, c.bins["ctr"], "--address", containerdSocket, "-n", containerdNamespace, "images", "ls", "-q").Output()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -42,6 +43,7 @@ import (
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/images"
 	"github.com/capov/capov/test/ovirtsim"
+	"github.com/capov/capov/test/release"
 )
 
 const (
@@ -82,10 +84,18 @@ type e2e struct {
 	wl       *crenvtest.Environment // the workload cluster's API server
 	wlClient client.Client
 	vars     map[string]string // the docs/examples variables
+	simImage string            // the simulator's image: this tree's release's
+	// installed is the release the capov charts are installed from.
+	installed installation
+	// capiInstalled: Cluster API's controllers run already (clusterctl installed them), the
+	// cluster step does not start test/capi as a pod.
+	capiInstalled bool
 }
 
-// TestInstalledAsUsersInstallIt follows docs/helm.md on a real node: the charts installed from
-// our images, a cluster created from docs/examples, then the operator's day-2 actions.
+// TestInstalledAsUsersInstallIt follows docs/helm.md on a real node: the previous release's
+// charts (v0.2.0, from the history) installed from its images, a cluster created from
+// docs/examples, `helm upgrade` of both charts to this tree's release (`make release`: its chart
+// archives and images), then the operator's day-2 actions on the upgraded installation.
 func TestInstalledAsUsersInstallIt(t *testing.T) {
 	g := NewWithT(t)
 	SetDefaultEventuallyPollingInterval(time.Second)
@@ -103,7 +113,17 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	e := &e2e{t: t, ctx: ctx, root: root, work: work, helm: helm, tag: tag}
 
-	archives := e.images()
+	rel, old := e.releases(g)
+	archives := append(e.previousImages(g, old), e.releaseArchives(g, rel)...)
+	archives = append(archives, e.buildImages(g, images.Spec{Name: "capov-capi-core", Registry: registry, Tag: e.tag, Dir: e.root,
+		Package: "./test/capi/cmd/capi-core", Binary: "/capi-core", Platforms: []string{e.platform()}})...)
+	e.simImage = rel.Images["capov-ovirtsim"]
+	e.installed = installation{version: previousVersion, imageTag: strings.TrimPrefix(previousVersion, "v"),
+		charts: map[string]string{"capov": filepath.Join(old.Src, "charts", "capov"), "capov-crds": filepath.Join(old.Src, "charts", "capov-crds")}}
+	thisRelease := installation{version: thisVersion, imageTag: strings.TrimPrefix(thisVersion, "v"), charts: map[string]string{}}
+	for _, chart := range []string{"capov", "capov-crds"} {
+		thisRelease.charts[chart] = filepath.Join(rel.Dir, chart+"-"+thisRelease.imageTag+".tgz")
+	}
 
 	t.Log("A single-node cluster: kubelet, containerd, kube-proxy, CoreDNS, controller-manager, scheduler")
 	cl, err := node.Up(ctx, node.Options{WorkDir: filepath.Join(work, "node"), Assets: assetDirs(), Out: testWriter{t}})
@@ -128,7 +148,7 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	t.Run("1 namespace with the restricted Pod Security Standard", e.namespace)
-	t.Run("2 charts installed in the Shturval order", e.installCharts)
+	t.Run("2 the previous release's charts installed in the Shturval order", e.installCharts)
 	if t.Failed() {
 		return
 	}
@@ -144,49 +164,82 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	t.Run("6 bad manifests rejected through the webhook Service", e.badManifests)
-	t.Run("7 metrics through the Service, with a token only", e.metrics)
-	t.Run("8 the leader pod deleted: the other replica takes over", e.failover)
-	t.Run("9 helm upgrade with an SSP-like change", e.upgrade)
-	t.Run("10 helm uninstall keeps CRDs and objects", e.uninstall)
+	t.Run("6 helm upgrade of both charts to this release: nothing replaced, no VM written", func(t *testing.T) { e.upgradeTo(t, thisRelease) })
+	if t.Failed() {
+		return
+	}
+	t.Run("7 bad manifests rejected through the webhook Service", e.badManifests)
+	t.Run("8 metrics through the Service, with a token only", e.metrics)
+	t.Run("9 the leader pod deleted: the other replica takes over", e.failover)
+	t.Run("10 helm upgrade with an SSP-like change", e.upgrade)
+	t.Run("11 helm uninstall keeps CRDs and objects", e.uninstall)
 }
 
-// images returns the image archives to import: the product images of `make images` (out/,
-// CAPOV_E2E_IMAGES) or, without them, built here for this machine's platform; plus Cluster
-// API's core reconcilers (test/capi), which only this test runs as a pod.
-func (e *e2e) images() []string {
-	g := NewWithT(e.t)
-	platform := "linux/" + runtime.GOARCH
-	dir := os.Getenv("CAPOV_E2E_IMAGES")
-	var out []string
-	specs := images.Products(images.Spec{Registry: registry, Tag: e.tag, Dir: e.root, Platforms: []string{platform}})
-	specs = append(specs, images.Spec{Name: "capov-capi-core", Registry: registry, Tag: e.tag, Dir: e.root,
-		Package: "./test/capi/cmd/capi-core", Binary: "/capi-core", Platforms: []string{platform}})
+// installation is what the capov charts are installed from: a release's charts and image tag.
+type installation struct {
+	version  string            // v0.2.0
+	imageTag string            // 0.2.0: the tag of ghcr.io/capov/capov-manager and -webhook
+	charts   map[string]string // chart name: chart directory or archive
+}
+
+func (e *e2e) platform() string { return "linux/" + runtime.GOARCH }
+
+// releases builds this tree's release for this machine's platform (`make release` with one
+// platform: its chart archives, its components pinned by digest and its images) and the previous
+// release's binaries from the history.
+func (e *e2e) releases(g Gomega) (*release.Result, *harness.Release) {
+	e.t.Logf("The release %s of this tree (make release, %s only) and %s from commit %s", thisVersion, e.platform(), previousVersion, previousRelease)
+	rel, err := release.Build(e.ctx, release.Options{Root: e.root, Out: filepath.Join(e.work, "release"), Version: thisVersion,
+		Platforms: []string{e.platform()}, Log: testWriter{e.t}})
+	g.Expect(err).NotTo(HaveOccurred())
+	old, err := harness.BuildRelease(e.ctx, e.root, previousRelease)
+	g.Expect(err).NotTo(HaveOccurred())
+	return rel, old
+}
+
+// releaseArchives are the image archives of this tree's release.
+func (e *e2e) releaseArchives(g Gomega, rel *release.Result) []string {
+	var archives []string
+	for _, name := range []string{"capov-manager", "capov-webhook", "capov-ovirtsim"} {
+		g.Expect(rel.Images).To(HaveKey(name))
+		archives = append(archives, filepath.Join(rel.Dir, name+".oci.tar"))
+	}
+	return archives
+}
+
+// previousImages assembles the previous release's manager and webhook images from the binaries
+// of its commit, named as its charts' and components' defaults name them
+// (ghcr.io/capov/<name>:0.2.0).
+func (e *e2e) previousImages(g Gomega, old *harness.Release) []string {
+	var archives []string
+	for name, bin := range map[string]string{"capov-manager": old.Manager, "capov-webhook": old.Webhook} {
+		short := strings.TrimPrefix(name, "capov-")
+		spec := images.Spec{Name: name, Registry: images.DefaultRegistry, Tag: strings.TrimPrefix(previousVersion, "v"),
+			Package: "./cmd/" + short, Binary: "/" + short, Platforms: []string{e.platform()}, Version: previousVersion, GitCommit: old.Commit}
+		img, err := images.Assemble(e.ctx, spec, map[string]string{e.platform(): bin})
+		g.Expect(err).NotTo(HaveOccurred())
+		archives = append(archives, e.writeImage(g, img, name+"-"+previousVersion))
+	}
+	return archives
+}
+
+// buildImages builds images from this module's packages and writes their archives.
+func (e *e2e) buildImages(g Gomega, specs ...images.Spec) []string {
+	var archives []string
 	for _, s := range specs {
-		if dir != "" && s.Name != "capov-capi-core" {
-			p := filepath.Join(dir, s.Name+".oci.tar")
-			_, err := os.Stat(p)
-			g.Expect(err).NotTo(HaveOccurred(), "CAPOV_E2E_IMAGES=%s: run `make images` first", dir)
-			out = append(out, p)
-			continue
-		}
-		e.t.Logf("Building image %s/%s:%s (%s)", s.Registry, s.Name, s.Tag, platform)
+		e.t.Logf("Building image %s", s.Ref())
 		img, err := images.Build(e.ctx, s)
 		g.Expect(err).NotTo(HaveOccurred())
-		p := filepath.Join(e.work, s.Name+".oci.tar")
-		g.Expect(images.WriteOCIArchive(p, img)).To(Succeed())
-		out = append(out, p)
+		archives = append(archives, e.writeImage(g, img, s.Name))
 	}
-	return out
+	return archives
 }
 
-// imageRegistry is the registry of the product images: `make images` names them
-// ghcr.io/capov/<name>:<tag> unless told otherwise.
-func (e *e2e) imageRegistry() string {
-	if os.Getenv("CAPOV_E2E_IMAGES") != "" {
-		return images.DefaultRegistry
-	}
-	return registry
+func (e *e2e) writeImage(g Gomega, img *images.Image, file string) string {
+	p := filepath.Join(e.work, "images", file+".oci.tar")
+	g.Expect(os.MkdirAll(filepath.Dir(p), 0o755)).To(Succeed())
+	g.Expect(images.WriteOCIArchive(p, img)).To(Succeed())
+	return p
 }
 
 func (e *e2e) namespace(t *testing.T) {
@@ -203,7 +256,7 @@ func (e *e2e) installCharts(t *testing.T) {
 	// Cluster API's core CRDs come first, as `clusterctl init` installs them: the manager
 	// watches Clusters and Machines.
 	g.Expect(envtest.InstallCAPICRDs(e.ctx, e.cfg)).To(Succeed())
-	out, err := e.helmRun("install", "capov", filepath.Join(e.root, "charts", "capov"), "-n", ns)
+	out, err := e.helmRun("install", "capov", e.installed.charts["capov"], "-n", ns)
 	g.Expect(err).To(HaveOccurred(), "capov before capov-crds must fail")
 	g.Expect(out).To(ContainSubstring("CAPOV CRDs are not installed"), "the preflight names the missing chart")
 	g.Expect(out).To(ContainSubstring("shturval-capov-crds"))
@@ -213,7 +266,7 @@ func (e *e2e) installCharts(t *testing.T) {
 		metricsSvc + "." + ns + ".svc", "capov-webhook-metrics-service." + ns + ".svc",
 	})
 	caB64 := base64.StdEncoding.EncodeToString(ca)
-	_, err = e.helmRun("install", "capov-crds", filepath.Join(e.root, "charts", "capov-crds"),
+	_, err = e.helmRun("install", "capov-crds", e.installed.charts["capov-crds"],
 		"--set", "conversion.webhookNamespace="+ns, "--set", "conversion.caBundle="+caB64, "--wait")
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -225,7 +278,7 @@ func (e *e2e) installCharts(t *testing.T) {
 	}
 	values := filepath.Join(e.work, "capov-values.yaml")
 	g.Expect(os.WriteFile(values, []byte(e.values(caB64, "")), 0o600)).To(Succeed())
-	_, err = e.helmRun("install", "capov", filepath.Join(e.root, "charts", "capov"), "-n", ns, "-f", values)
+	_, err = e.helmRun("install", "capov", e.installed.charts["capov"], "-n", ns, "-f", values)
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
@@ -245,7 +298,7 @@ replicas: 2
 certificates:
   source: secret
   caBundle: %[3]s
-`, e.imageRegistry(), e.tag, caB64) + extra
+`, images.DefaultRegistry, e.installed.imageTag, caB64) + extra
 }
 
 func (e *e2e) deploymentsReady(t *testing.T) {
@@ -313,7 +366,7 @@ func (e *e2e) provider(t *testing.T) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: restrictedPod(corev1.Container{
-					Name: "ovirtsim", Image: e.imageRegistry() + "/capov-ovirtsim:" + e.tag, ImagePullPolicy: corev1.PullNever,
+					Name: "ovirtsim", Image: e.simImage, ImagePullPolicy: corev1.PullNever,
 					Args: []string{"--listen=0.0.0.0:8443", "--cert-host=ovirtsim." + simNS + ".svc", "--cert-host=ovirtsim." + simNS + ".svc.cluster.local",
 						"--boot-delay=2s"},
 					Ports: []corev1.ContainerPort{{ContainerPort: 8443, Name: "https"}},
@@ -374,7 +427,9 @@ func (e *e2e) provider(t *testing.T) {
 // docs/examples 03-06: every machine Ready, every Node with its providerID.
 func (e *e2e) cluster(t *testing.T) {
 	g := NewWithT(t)
-	e.capiCore(g)
+	if !e.capiInstalled {
+		e.capiCore(g)
+	}
 
 	t.Log("The workload cluster: a second kube-apiserver on the node's address, and the kubelet stand-in")
 	assets, err := envtest.EnsureAssets(e.ctx)
@@ -595,7 +650,7 @@ resources:
 nodeSelector:
   kubernetes.io/hostname: `+e.cl.NodeName()+`
 `)), 0o600)).To(Succeed())
-	_, err := e.helmRun("upgrade", "capov", filepath.Join(e.root, "charts", "capov"), "-n", ns, "-f", values, "--wait", "--timeout", "5m")
+	_, err := e.helmRun("upgrade", "capov", e.installed.charts["capov"], "-n", ns, "-f", values, "--wait", "--timeout", "5m")
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, d := range []string{manager, webhook} {
 		g.Eventually(func(g Gomega) {
@@ -632,6 +687,74 @@ nodeSelector:
 		g.Expect(e.simVMIDs(g)).To(Equal(vmsBefore), "the same VMs")
 		g.Expect(e.simWrites(g)).To(Equal(writesBefore), "no oVirt write: the machines are untouched")
 	}).WithTimeout(20 * time.Second).Should(Succeed())
+}
+
+// upgradeTo upgrades both charts to a release as docs/helm.md says (capov-crds first, then
+// capov with the same values but the new tag): both Deployments then run only the release's
+// images, every Machine stays Running and Ready, none is replaced (UIDs, providerIDs), no VM is
+// written (CHANGELOG.md: the upgrade writes none) and every object reads the same in v1beta1 and
+// v1beta2.
+func (e *e2e) upgradeTo(t *testing.T, to installation) {
+	g := NewWithT(t)
+	machinesBefore := e.machineIdentities(g)
+	specsBefore, err := harness.SpecSnapshot(e.ctx, e.c, "v1beta1")
+	g.Expect(err).NotTo(HaveOccurred())
+	vmsBefore, writesBefore := e.simVMIDs(g), e.simWrites(g)
+	start := time.Now()
+	e.installed = to
+	caB64 := base64.StdEncoding.EncodeToString(e.mustSecretCA(g))
+	_, err = e.helmRun("upgrade", "capov-crds", to.charts["capov-crds"],
+		"--set", "conversion.webhookNamespace="+ns, "--set", "conversion.caBundle="+caB64, "--wait")
+	g.Expect(err).NotTo(HaveOccurred())
+	values := filepath.Join(e.work, "capov-values-"+to.version+".yaml")
+	g.Expect(os.WriteFile(values, []byte(e.values(caB64, "")), 0o600)).To(Succeed())
+	_, err = e.helmRun("upgrade", "capov", to.charts["capov"], "-n", ns, "-f", values, "--wait", "--timeout", "5m")
+	g.Expect(err).NotTo(HaveOccurred())
+	e.expectImages(g, to.imageTag)
+	t.Logf("Both Deployments run %s's images %s after the upgrade began", to.version, time.Since(start).Round(time.Second))
+	e.expectUnchanged(g, machinesBefore, specsBefore, vmsBefore, writesBefore)
+}
+
+// expectImages waits until the manager and webhook Deployments are rolled out and every pod of
+// them runs ghcr.io/capov/<name>:<tag> (optionally pinned by digest) and is Ready.
+func (e *e2e) expectImages(g Gomega, tag string) {
+	g.Eventually(func(g Gomega) {
+		for name, image := range map[string]string{manager: "capov-manager", webhook: "capov-webhook"} {
+			d := &appsv1.Deployment{}
+			g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
+			g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation), name)
+			g.Expect(d.Status.UpdatedReplicas).To(Equal(ptrInt(d.Spec.Replicas)), name)
+			g.Expect(d.Status.AvailableReplicas).To(Equal(ptrInt(d.Spec.Replicas)), name)
+			g.Expect(d.Status.Replicas).To(Equal(ptrInt(d.Spec.Replicas)), "%s: old pods gone", name)
+			pods := e.pods(g, name)
+			g.Expect(pods).To(HaveLen(int(ptrInt(d.Spec.Replicas))), name)
+			for _, p := range pods {
+				g.Expect(p.Spec.Containers[0].Image).To(HavePrefix(images.DefaultRegistry+"/"+image+":"+tag), "%s runs the release's image", p.Name)
+				g.Expect(podReady(p)).To(BeTrue(), "%s Ready", p.Name)
+			}
+		}
+	}).WithTimeout(5*time.Minute).Should(Succeed(), "the upgraded Deployments: %s", e.podSummary())
+}
+
+// expectUnchanged: after an upgrade, every Machine stays Running and Ready for 20 s in both API
+// versions, with the same identity, VMs and spec, and no VM was written.
+func (e *e2e) expectUnchanged(g Gomega, machines map[string]string, specs map[string]any, vms []string, writes int) {
+	e.expectMachinesReady(g, 2*time.Minute)
+	g.Consistently(func(g Gomega) {
+		g.Expect(harness.ExamplesReady(e.ctx, e.c, "v1beta1")).To(Succeed())
+		g.Expect(harness.ExamplesReady(e.ctx, e.c, "v1beta2")).To(Succeed())
+	}).WithTimeout(20*time.Second).WithPolling(2*time.Second).Should(Succeed(), "every Machine stays Running and Ready")
+	g.Expect(e.machineIdentities(g)).To(Equal(machines), "no Machine was replaced: the same UIDs and providerIDs")
+	g.Expect(e.simVMIDs(g)).To(Equal(vms), "the same VMs")
+	g.Expect(e.simWrites(g)).To(Equal(writes), "no VM was written (CHANGELOG.md, v0.3.0 upgrade notes)")
+	for _, version := range []string{"v1beta1", "v1beta2"} {
+		now, err := harness.SpecSnapshot(e.ctx, e.c, version)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now).To(HaveLen(len(specs)), version)
+		for key, spec := range specs {
+			g.Expect(cmp.Diff(spec, now[key])).To(BeEmpty(), "the spec of %s must read the same in %s after the upgrade", key, version)
+		}
+	}
 }
 
 // uninstall: helm uninstall capov, then capov-crds: the CRDs and the objects stay (resource

@@ -1,4 +1,4 @@
-package certmanager
+package clusterctl
 
 import (
 	"bytes"
@@ -8,24 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/capov/capov/test/certmanager"
 	"github.com/capov/capov/test/envtest"
 )
 
-// Module is the Go module whose CRDs the manifest ships; Version is the cert-manager version
-// the manifest claims to be (the module's, which is also clusterctl's default).
-const (
-	Module  = "github.com/cert-manager/cert-manager"
-	Version = "v1.21.1"
-	// Namespace is where the stand-in runs and where ClusterIssuers keep their CA Secrets
-	// (cert-manager's --cluster-resource-namespace default).
-	Namespace = "cert-manager"
-	// DeploymentName is the stand-in's Deployment (cert-manager's controller Deployment name).
-	DeploymentName = "cert-manager"
-)
-
-// CRDFiles returns cert-manager's CRD files from its Go module (deploy/crds), sorted.
-func CRDFiles(ctx context.Context) ([]string, error) {
-	dir, err := envtest.ModuleDir(ctx, Module)
+// CertManagerCRDFiles returns cert-manager's CRD files from its Go module (deploy/crds), sorted.
+func CertManagerCRDFiles(ctx context.Context) ([]string, error) {
+	dir, err := envtest.ModuleDir(ctx, certmanager.Module)
 	if err != nil {
 		return nil, err
 	}
@@ -40,16 +29,16 @@ func CRDFiles(ctx context.Context) ([]string, error) {
 	return files, nil
 }
 
-// Manifest returns what clusterctl installs as cert-manager (its cert-manager.yaml): the
+// CertManagerManifest returns what clusterctl installs as cert-manager (its cert-manager.yaml): the
 // namespace, cert-manager's own CRDs, and the stand-in's ServiceAccount, RBAC and Deployment
 // running image. Nothing in it admits or converts: the stand-in has no webhook.
-func Manifest(ctx context.Context, image string) ([]byte, error) {
-	files, err := CRDFiles(ctx)
+func CertManagerManifest(ctx context.Context, image string) ([]byte, error) {
+	files, err := CertManagerCRDFiles(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, namespaceYAML, Namespace)
+	fmt.Fprintf(&b, namespaceYAML, certmanager.Namespace)
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -59,7 +48,7 @@ func Manifest(ctx context.Context, image string) ([]byte, error) {
 		b.Write(bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("---\n")))
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, controllerYAML, Namespace, Namespace, DeploymentName, Namespace, image)
+	fmt.Fprintf(&b, controllerYAML, certmanager.Namespace, certmanager.Namespace, certmanager.DeploymentName, certmanager.Namespace, image)
 	return b.Bytes(), nil
 }
 
