@@ -5,17 +5,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/clusterctl"
 	"github.com/capov/capov/test/e2e/node"
 	"github.com/capov/capov/test/envtest"
@@ -151,8 +157,158 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 		t.Logf("CAPOV %s runs the release's images %s after the upgrade began", thisVersion, time.Since(upgraded).Round(time.Second))
 		e.expectUnchanged(g, machinesBefore, specsBefore, vmsBefore, writesBefore)
 	})
+	if t.Failed() {
+		return
+	}
+	t.Run("5 clusterctl move to a second management cluster: everything arrives, no VM written", func(t *testing.T) { e.move(t, bin, repo) })
 	t.Logf("The upgrade scenario on the node took %s", time.Since(start).Round(time.Second))
 }
+
+// credentialsNamespace is where the examples' credentials Secret and the provider's move copy of
+// it live (docs/examples/01-credentials.yaml; clusterctl's provider namespace).
+const credentialsNamespace = "capov-system"
+
+// move runs `clusterctl move` of the examples' namespace from the upgraded node to a second
+// management cluster that `clusterctl init` gave this version: an API server of the test process
+// (envtest) where nothing runs but the cert-manager stand-in as a process. clusterctl move itself
+// needs no controller in the target: it pauses the Cluster in the source (the source's
+// controllers, which run, must then leave the VMs alone), creates the objects in the target at
+// their storage version (v1beta2: no conversion is called), and deletes them in the source. No
+// process serves the target's admission webhooks: their configurations are deleted first.
+// Checked: the Cluster, MachineDeployment, MachineSet, Machines, OVirtCluster, OVirtMachines,
+// OVirtMachineTemplate and the Secrets linked to the Cluster arrive, unpaused, and are gone from
+// the source; the cluster-scoped OVirtProvider (its CRD has clusterctl's move-hierarchy label)
+// arrives with the move copy of the credentials Secret it owns, and clusterctl leaves both in
+// the source, as it does every cluster-scoped hierarchy; the credentials Secret itself stays in
+// the source only (it has no owner: the target's manager recreates it from the copy,
+// pkg/controllers/provider_movecopy.go); no VM is written, no VM is deleted.
+func (e *e2e) move(t *testing.T, bin string, repo *clusterctl.Repository) {
+	g := NewWithT(t)
+	start := time.Now()
+	before := e.movable(g, e.c)
+	// clusterctl moves a Secret only when a moved object owns it, its name is
+	// <cluster>-<purpose> (kubeconfig, ca, ...) or it has the clusterctl.cluster.x-k8s.io/move
+	// label. The examples' bootstrap data Secrets (docs/examples/04-bootstrap-data.yaml) are
+	// none of these (a bootstrap provider's would be owned by its KubeadmConfig): they stay in
+	// the source, and a Machine created in the target from the MachineDeployment would wait for
+	// its bootstrap data. Should the examples label them for move, they go and this check changes.
+	stays := []string{keyOf("Secret", harness.ExamplesNamespace, "demo-bootstrap-data"), keyOf("Secret", harness.ExamplesNamespace, "demo-bootstrap-ignition")}
+	for _, key := range stays {
+		g.Expect(before).To(HaveKey(key))
+		delete(before, key)
+	}
+	g.Expect(before).To(HaveKey(keyOf("Secret", credentialsNamespace, "capovp-ovirt-demo-move")), "the upgraded manager keeps a move copy of the credentials")
+	vmsBefore, writesBefore := e.simVMIDs(g), e.simWrites(g)
+
+	target, err := envtest.Start(e.ctx, envtest.Options{WithoutCAPICRDs: true, WithoutOurCRDs: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = target.Stop() })
+	g.Expect(cmapi.AddToScheme(target.Scheme)).To(Succeed())
+	kc, err := target.Kubeconfig("target")
+	g.Expect(err).NotTo(HaveOccurred())
+	dir := filepath.Join(e.work, "target")
+	g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+	standIn, err := clusterctl.BuildStandIn(e.ctx, e.root, dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	stop := clusterctl.StartStandInWhenCRDsExist(e.ctx, target.Client, standIn, kubeconfig, filepath.Join(dir, "cert-manager.log"), func(err error) { t.Error(err) })
+	t.Cleanup(func() {
+		if logs := stop(); t.Failed() {
+			t.Logf("the target's cert-manager stand-in:\n%s", tail(logs, 40))
+		}
+	})
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := clusterctl.Run(e.ctx, bin, e.work, append(args, "--config", repo.Config)...)
+		g.Expect(err).NotTo(HaveOccurred())
+		return out
+	}
+	run("init", "--infrastructure", "ovirt:"+thisVersion, "--kubeconfig", kubeconfig)
+	versions, err := clusterctl.Inventory(e.ctx, target.Client)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(versions).To(HaveKeyWithValue("infrastructure-ovirt", thisVersion))
+	g.Expect(target.Client.DeleteAllOf(e.ctx, &admissionregistrationv1.MutatingWebhookConfiguration{})).To(Succeed())
+	g.Expect(target.Client.DeleteAllOf(e.ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+	initialized := time.Now()
+
+	out := run("move", "--namespace", harness.ExamplesNamespace, "--kubeconfig", e.cl.Kubeconfig(), "--to-kubeconfig", kubeconfig)
+	t.Logf("clusterctl move took %s (the target initialized in %s):\n%s", time.Since(initialized).Round(100*time.Millisecond),
+		initialized.Sub(start).Round(time.Second), tail(out, 12))
+
+	after := e.movable(g, target.Client)
+	for key := range before {
+		g.Expect(after).To(HaveKey(key), "moved to the target")
+	}
+	g.Expect(after[keyOf("Cluster", harness.ExamplesNamespace, "demo")]).To(BeFalse(), "the Cluster is unpaused in the target")
+	g.Expect(after).To(HaveLen(len(before)), "nothing else is in the target")
+	// clusterctl copies a cluster-scoped object and what it owns (the OVirtProvider and its move
+	// copy) and deletes neither in the source: other clusters may use them (mover.go,
+	// deleteSourceObject). Everything else goes.
+	copied := []string{keyOf("OVirtProvider", "", "ovirt-demo"), keyOf("Secret", credentialsNamespace, "capovp-ovirt-demo-move")}
+	left := e.movable(g, e.c)
+	g.Expect(left).To(HaveLen(len(stays)+len(copied)), "nothing else is left in the source: %v", left)
+	for _, key := range append(stays, copied...) {
+		g.Expect(left).To(HaveKey(key))
+	}
+	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: credentialsNamespace, Name: "ovirt-demo-capov-provider-secret"}, &corev1.Secret{})).
+		To(Succeed(), "the credentials Secret stays in the source")
+	g.Expect(target.Client.Get(e.ctx, client.ObjectKey{Namespace: credentialsNamespace, Name: "ovirt-demo-capov-provider-secret"}, &corev1.Secret{})).
+		To(Satisfy(apierrors.IsNotFound), "the credentials Secret itself is not carried: the target's manager recreates it from the copy")
+	p := &infrav1.OVirtProvider{}
+	g.Expect(target.Client.Get(e.ctx, client.ObjectKey{Name: "ovirt-demo"}, p)).To(Succeed())
+	copies := &corev1.SecretList{}
+	g.Expect(target.Client.List(e.ctx, copies, client.InNamespace(credentialsNamespace), client.HasLabels{infrav1.CredentialsMoveCopyLabel})).To(Succeed())
+	g.Expect(copies.Items).To(HaveLen(1))
+	g.Expect(slices.ContainsFunc(copies.Items[0].OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == p.UID })).
+		To(BeTrue(), "the move copy is owned by the moved OVirtProvider (clusterctl rewrote the UID): %v", copies.Items[0].OwnerReferences)
+	g.Consistently(func(g Gomega) {
+		g.Expect(e.simVMIDs(g)).To(Equal(vmsBefore), "the source's controllers, which still run, delete no VM")
+		g.Expect(e.simWrites(g)).To(Equal(writesBefore), "clusterctl move writes no VM")
+	}).WithTimeout(15 * time.Second).Should(Succeed())
+	t.Logf("clusterctl move of %d objects to a freshly initialized management cluster took %s in all", len(before), time.Since(start).Round(time.Second))
+}
+
+// movable returns what clusterctl move is to carry, by kind/namespace/name: the examples'
+// Cluster API and CAPOV objects, the Secrets of their namespace, the OVirtProviders and the
+// move copies of credentials in the provider namespace. A Cluster's value is spec.paused.
+func (e *e2e) movable(g Gomega, c client.Client) map[string]bool {
+	out := map[string]bool{}
+	in := client.InNamespace(harness.ExamplesNamespace)
+	clusters := &clusterv1.ClusterList{}
+	g.Expect(c.List(e.ctx, clusters, in)).To(Succeed())
+	for _, o := range clusters.Items {
+		out[keyOf("Cluster", o.Namespace, o.Name)] = o.Spec.Paused != nil && *o.Spec.Paused
+	}
+	lists := map[string]client.ObjectList{
+		"Machine": &clusterv1.MachineList{}, "MachineSet": &clusterv1.MachineSetList{}, "MachineDeployment": &clusterv1.MachineDeploymentList{},
+		"OVirtCluster": &infrav1.OVirtClusterList{}, "OVirtMachine": &infrav1.OVirtMachineList{}, "OVirtMachineTemplate": &infrav1.OVirtMachineTemplateList{},
+		"Secret": &corev1.SecretList{},
+	}
+	for kind, l := range lists {
+		g.Expect(c.List(e.ctx, l, in)).To(Succeed(), kind)
+		items, err := meta.ExtractList(l)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, item := range items {
+			o, err := meta.Accessor(item)
+			g.Expect(err).NotTo(HaveOccurred())
+			out[keyOf(kind, o.GetNamespace(), o.GetName())] = false
+		}
+	}
+	providers := &infrav1.OVirtProviderList{}
+	g.Expect(c.List(e.ctx, providers)).To(Succeed())
+	for _, o := range providers.Items {
+		out[keyOf("OVirtProvider", "", o.Name)] = false
+	}
+	copies := &corev1.SecretList{}
+	g.Expect(c.List(e.ctx, copies, client.InNamespace(credentialsNamespace), client.HasLabels{infrav1.CredentialsMoveCopyLabel})).To(Succeed())
+	for _, o := range copies.Items {
+		out[keyOf("Secret", o.Namespace, o.Name)] = false
+	}
+	return out
+}
+
+func keyOf(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
 // expectProviders: clusterctl's inventory names CAPOV at version and Cluster API's three
 // providers; every Certificate is issued and injected; every Deployment of the providers and of
