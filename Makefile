@@ -31,7 +31,7 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TEST_TIMEOUT ?= 45m
 TEST_FLAGS ?=
 RACE_FLAGS ?= -race
-BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/release/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... ./test/clusterctlupgrade/... \
+BLACKBOX_PKGS := ./test/charts/... ./test/images/... ./test/release/... ./test/contract/... ./test/crdmigration/... ./test/upgrade/... \
 	./test/integration/... ./test/conformance/... ./test/chaos/... ./test/demo/... ./test/capi/... ./test/e2e/...
 # How many black-box test packages run at once. They spend much of their time waiting on API
 # servers and processes (two cores were about 65% busy at go test's default of one package per
@@ -152,8 +152,8 @@ integration: envtest test-binaries ## Run the manager integration tests only (ma
 	$(TEST_ENV) go test -count=1 -timeout 20m ./test/integration/...
 
 .PHONY: clusterctl-upgrade
-clusterctl-upgrade: envtest test-binaries ## Run the install and upgrade scenario only: CAPOV v0.2.0 by clusterctl init (cert-manager stand-in) and by Helm runs a cluster until Ready, then clusterctl upgrade apply / helm upgrade to this tree, and clusterctl move to a second management cluster; plus the stand-in's tests.
-	$(TEST_ENV) HELM=$$(hack/helm.sh) CLUSTERCTL=$$(hack/clusterctl.sh) go test -count=1 -timeout 15m -v ./test/clusterctlupgrade/... ./test/certmanager/...
+clusterctl-upgrade: ## Run the clusterctl install and upgrade scenario only, on a real node (part of make e2e): v0.2.0 by clusterctl init with Cluster API's managers and the cert-manager stand-in as pods, a cluster until Ready, clusterctl upgrade apply to this release, clusterctl move to a second management cluster. Needs root.
+	hack/e2e.sh ./test/e2e/operator -v -run 'TestInstalledAndUpgradedWithClusterctl'
 
 .PHONY: bench
 bench: envtest ## Run the provisioning benchmark (100-5,000 machines, ~70 min); rewrites docs/benchmarks.md and docs/bench/*.png.
@@ -183,9 +183,12 @@ fuzz-smoke: ## Run every Go fuzz target for FUZZTIME each from the plain test bi
 
 ##@ End-to-end
 
-# The package(s) and -run pattern of make e2e: make e2e E2E_PKG=./test/e2e/node E2E_RUN=TestNode
-E2E_PKG ?= ./test/e2e/node ./test/e2e/operator
+# The package(s) and -run pattern of make e2e: make e2e E2E_PKG=./test/e2e/node E2E_RUN=TestNode.
+# Without either, make e2e runs E2E_JOBS: the node's smoke test, then each operator test in a
+# test process (and on a node) of its own.
+E2E_PKG ?=
 E2E_RUN ?=
+E2E_JOBS = ./test/e2e/node ./test/e2e/operator@TestInstalledAsUsersInstallIt ./test/e2e/operator@TestInstalledAndUpgradedWithClusterctl
 # The -run pattern of make e2e-workload: make e2e-workload WORKLOAD_RUN=TestQuickStart
 WORKLOAD_RUN ?=
 # Without WORKLOAD_RUN, make e2e-workload runs these test processes side by side, each with its
@@ -194,8 +197,8 @@ WORKLOAD_JOBS = ./test/guest ./test/e2e/workload@TestWorkloadCluster './test/e2e
 
 
 .PHONY: e2e
-e2e: ## Real single-node cluster (kubelet, containerd) in private namespaces: the charts installed from our images, as users run them. Needs root.
-	hack/e2e.sh $(E2E_PKG) -v $(if $(E2E_RUN),-run '$(E2E_RUN)')
+e2e: ## Real single-node clusters (kubelet, containerd) in private namespaces: the previous release installed with Helm and with clusterctl, upgraded to this release, as users run them. Needs root.
+	hack/e2e.sh $(or $(E2E_PKG),$(if $(E2E_RUN),./test/e2e/node ./test/e2e/operator,$(E2E_JOBS))) -v $(if $(E2E_RUN),-run '$(E2E_RUN)')
 
 .PHONY: e2e-workload
 e2e-workload: ## Real workload clusters: simulator VMs boot real nodes, kubeadm through Cluster API's KCP and CABPK, MHC remediation, rollouts, scaling, reboots. Needs root.

@@ -2,8 +2,8 @@
 // repository holding Cluster API's core and kubeadm components (built with kustomize from the
 // module go.mod pins, their images named as Cluster API's release names them), CAPOV releases
 // and the cert-manager manifest of the tests' stand-in (test/certmanager); clusterctl itself is
-// built by hack/clusterctl.sh. test/clusterctlupgrade uses it on envtest, test/e2e/operator on
-// a real node.
+// built by hack/clusterctl.sh. test/e2e/operator installs and upgrades CAPOV with it on a real
+// node.
 package clusterctl
 
 import (
@@ -308,7 +308,7 @@ func CertificatesIssued(ctx context.Context, c client.Client, minCRDs int, names
 			}
 		}
 		if !ready {
-			return fmt.Errorf("Certificate %s/%s is not Ready: %v", crt.Namespace, crt.Name, crt.Status.Conditions)
+			return fmt.Errorf("certificate %s/%s is not Ready: %v", crt.Namespace, crt.Name, crt.Status.Conditions)
 		}
 	}
 	for _, ns := range namespaces {

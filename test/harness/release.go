@@ -83,11 +83,6 @@ func BuildRelease(ctx context.Context, root, commit string) (*Release, error) {
 	return r, nil
 }
 
-// ExtractCommit writes the tree of a commit of the repository at root into dir.
-func ExtractCommit(ctx context.Context, root, commit, dir string) error {
-	return extractCommit(ctx, root, commit, dir)
-}
-
 func extractCommit(ctx context.Context, root, commit, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

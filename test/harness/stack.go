@@ -67,9 +67,6 @@ type StackOptions struct {
 	// InstallCRDs, when set, installs the CAPOV CRDs instead of the harness (which then starts
 	// the control plane without them); it runs before the webhook and manager start.
 	InstallCRDs func(ctx context.Context, env *envtest.Environment) error
-	// WithoutCAPICRDs starts the management cluster without Cluster API's CRDs too: InstallCRDs
-	// installs them (clusterctl init does).
-	WithoutCAPICRDs bool
 	// GarbageCollector runs Kubernetes' garbage collector against the management cluster
 	// (kube-controller-manager, hack/gc-assets.sh), as every real cluster has: dependents of a
 	// deleted owner are deleted.
@@ -179,7 +176,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, reterr error)
 	if opts.AuditWrites {
 		s.AuditLog = filepath.Join(opts.WorkDir, "logs", "audit.log")
 	}
-	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, WithoutCAPICRDs: opts.WithoutCAPICRDs, WithKubeadmCRDs: opts.KubeadmProviders, AuditLogPath: s.AuditLog, Webhooks: crenvtest.WebhookInstallOptions{
+	if s.Mgmt, err = envtest.Start(ctx, envtest.Options{WithoutOurCRDs: opts.InstallCRDs != nil, WithKubeadmCRDs: opts.KubeadmProviders, AuditLogPath: s.AuditLog, Webhooks: crenvtest.WebhookInstallOptions{
 		Paths:            []string{manifests},
 		LocalServingHost: "127.0.0.1",
 		LocalServingPort: webhookPort,

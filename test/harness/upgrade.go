@@ -24,9 +24,9 @@ import (
 	"github.com/capov/capov/test/ovirtsim"
 )
 
-// The upgrade tests (test/upgrade, test/clusterctlupgrade) install a release as an operator
-// does (Helm charts, clusterctl), run its binaries as processes on envtest and upgrade them.
-// What they share is here.
+// The upgrade tests install a release as an operator does and upgrade it: test/upgrade runs the
+// binaries as processes on envtest, test/e2e/operator as pods on a real node. What they share is
+// here.
 
 // injectCAFrom is cert-manager's cainjector annotation; a configuration pointed at the webhook
 // process loses it, or the injector would put the Certificate's CA back over envtest's.
