@@ -23,7 +23,6 @@ import (
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/test/clusterctl"
-	"github.com/capov/capov/test/e2e/node"
 	"github.com/capov/capov/test/envtest"
 	"github.com/capov/capov/test/harness"
 	"github.com/capov/capov/test/images"
@@ -54,7 +53,7 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 	g := NewWithT(t)
 	SetDefaultEventuallyPollingInterval(time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel) // after the node's teardown (e.up), which dumps the pods with ctx
 	start := time.Now()
 	root, err := envtest.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -98,31 +97,11 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 	e.simImage = rel.Images["capov-ovirtsim"]
 	t.Logf("Images ready (%s so far)", time.Since(start).Round(time.Second))
 
-	cl, err := node.Up(ctx, node.Options{WorkDir: filepath.Join(work, "node"), Assets: assetDirs(), Out: testWriter{t}})
-	g.Expect(err).NotTo(HaveOccurred())
-	e.cl = cl
-	defer func() {
-		if t.Failed() {
-			e.dumpPods()
-		}
-		if e.wl != nil {
-			_ = e.wl.Stop()
-		}
-		downCtx, c := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer c()
-		g.Expect(cl.Down(downCtx)).To(Succeed())
-	}()
-	for _, a := range archives {
-		g.Expect(cl.ImportImage(ctx, a)).To(Succeed(), "importing %s", a)
-	}
-	e.cfg = cl.RestConfig()
 	scheme := envtest.NewScheme()
 	g.Expect(cmapi.AddToScheme(scheme)).To(Succeed())
-	e.c, err = client.New(e.cfg, client.Options{Scheme: scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := clusterctl.Run(ctx, bin, work, append(args, "--config", repo.Config, "--kubeconfig", cl.Kubeconfig())...)
+	e.up(g, archives, scheme)
+	run := func(g Gomega, args ...string) string {
+		out, err := clusterctl.Run(ctx, bin, work, append(args, "--config", repo.Config, "--kubeconfig", e.cl.Kubeconfig())...)
 		g.Expect(err).NotTo(HaveOccurred(), e.podSummary())
 		t.Logf("clusterctl %s:\n%s", args[0], tail(out, 15))
 		return out
@@ -130,7 +109,7 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 
 	t.Run("1 clusterctl init of the previous release: cert-manager, Cluster API, CAPOV as pods", func(t *testing.T) {
 		g := NewWithT(t)
-		out := run("init", "--infrastructure", "ovirt:"+previousVersion, "--wait-providers", "--wait-provider-timeout", "600")
+		out := run(g, "init", "--infrastructure", "ovirt:"+previousVersion, "--wait-providers", "--wait-provider-timeout", "600")
 		g.Expect(out).To(ContainSubstring("Waiting for cert-manager to be available"))
 		e.expectProviders(g, previousVersion, nil)
 	})
@@ -152,7 +131,7 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		vmsBefore, writesBefore := e.simVMIDs(g), e.simWrites(g)
 		upgraded := time.Now()
-		run("upgrade", "apply", "--infrastructure", ns+"/ovirt:"+thisVersion, "--wait-providers", "--wait-provider-timeout", "600")
+		run(g, "upgrade", "apply", "--infrastructure", ns+"/ovirt:"+thisVersion, "--wait-providers", "--wait-provider-timeout", "600")
 		e.expectProviders(g, thisVersion, rel.Images)
 		t.Logf("CAPOV %s runs the release's images %s after the upgrade began", thisVersion, time.Since(upgraded).Round(time.Second))
 		e.expectUnchanged(g, machinesBefore, specsBefore, vmsBefore, writesBefore)

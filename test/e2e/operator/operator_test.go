@@ -30,6 +30,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -100,7 +101,7 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	g := NewWithT(t)
 	SetDefaultEventuallyPollingInterval(time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel) // after the node's teardown (e.up), which dumps the pods with ctx
 	root, err := envtest.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	work := os.Getenv("E2E_WORKDIR")
@@ -125,27 +126,7 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 		thisRelease.charts[chart] = filepath.Join(rel.Dir, chart+"-"+thisRelease.imageTag+".tgz")
 	}
 
-	t.Log("A single-node cluster: kubelet, containerd, kube-proxy, CoreDNS, controller-manager, scheduler")
-	cl, err := node.Up(ctx, node.Options{WorkDir: filepath.Join(work, "node"), Assets: assetDirs(), Out: testWriter{t}})
-	g.Expect(err).NotTo(HaveOccurred())
-	e.cl = cl
-	defer func() {
-		if t.Failed() {
-			e.dumpPods()
-		}
-		if e.wl != nil {
-			_ = e.wl.Stop()
-		}
-		downCtx, c := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer c()
-		g.Expect(cl.Down(downCtx)).To(Succeed())
-	}()
-	for _, a := range archives {
-		g.Expect(cl.ImportImage(ctx, a)).To(Succeed(), "importing %s", a)
-	}
-	e.cfg = cl.RestConfig()
-	e.c, err = client.New(e.cfg, client.Options{Scheme: envtest.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	e.up(g, archives, envtest.NewScheme())
 
 	t.Run("1 namespace with the restricted Pod Security Standard", e.namespace)
 	t.Run("2 the previous release's charts installed in the Shturval order", e.installCharts)
@@ -173,6 +154,35 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	t.Run("9 the leader pod deleted: the other replica takes over", e.failover)
 	t.Run("10 helm upgrade with an SSP-like change", e.upgrade)
 	t.Run("11 helm uninstall keeps CRDs and objects", e.uninstall)
+}
+
+// up starts the node (kubelet, containerd, kube-proxy, CoreDNS, controller-manager, scheduler),
+// imports the image archives and connects e.c with scheme; the node goes down when the test
+// ends, after the pods are dumped if it failed.
+func (e *e2e) up(g Gomega, archives []string, scheme *k8sruntime.Scheme) {
+	e.t.Log("A single-node cluster: kubelet, containerd, kube-proxy, CoreDNS, controller-manager, scheduler")
+	cl, err := node.Up(e.ctx, node.Options{WorkDir: filepath.Join(e.work, "node"), Assets: assetDirs(), Out: testWriter{e.t}})
+	g.Expect(err).NotTo(HaveOccurred())
+	e.cl = cl
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.dumpPods()
+		}
+		if e.wl != nil {
+			_ = e.wl.Stop()
+		}
+		downCtx, c := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer c()
+		if err := cl.Down(downCtx); err != nil {
+			e.t.Errorf("taking the node down: %v", err)
+		}
+	})
+	for _, a := range archives {
+		g.Expect(cl.ImportImage(e.ctx, a)).To(Succeed(), "importing %s", a)
+	}
+	e.cfg = cl.RestConfig()
+	e.c, err = client.New(e.cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
 }
 
 // installation is what the capov charts are installed from: a release's charts and image tag.
