@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -23,6 +24,25 @@ import (
 // the VM through the Engine, the kubelet comes back with the boot, the MachineHealthCheck
 // deletes the request, and the Machine, its VM and its Node are the same: nothing was replaced.
 func testRebootRemediation(t *testing.T, ctx context.Context, c *workloadCluster) {
+	// What an earlier step left must be healthy first (a Node still Unknown after its reboots):
+	// the MachineHealthCheck would otherwise ask for a reboot as soon as it has the template, for
+	// that Node, and the reboot starts again the kubelet this step stops, so that no request
+	// follows (a CI run saw it).
+	eventually(t, ctx, "the cluster converged and every Machine passes its health check", 5*time.Minute, 2*time.Second, func(ctx context.Context) error {
+		if err := w.converged(c.ns, c.name, c.cs, 1, 1)(ctx); err != nil {
+			return err
+		}
+		machines, err := w.machines(ctx, c.ns, c.name)
+		if err != nil {
+			return err
+		}
+		for _, m := range machines {
+			if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition) {
+				return fmt.Errorf("Machine %s: %s is not True", m.Name, clusterv1.MachineHealthCheckSucceededCondition)
+			}
+		}
+		return nil
+	})
 	ws, err := w.workers(ctx, c.ns, c.name)
 	if err != nil || len(ws) != 1 {
 		t.Fatalf("want one worker: %v, %v", ws, err)
