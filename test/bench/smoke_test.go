@@ -37,11 +37,17 @@ func TestBenchSmoke(t *testing.T) {
 	// A restart costs the first inventory and the provider's checks, not a read per machine.
 	g.Expect(inv.RestartSettled).To(BeTrue(), "the restarted manager settled")
 	g.Expect(float64(inv.RestartTotal())).To(BeNumerically("<=", RestartAllowed(10)), "Engine calls of a restart with the inventory on: %v", inv.RestartCalls)
-	// The per-VM reads of the same machines, measured the same way, cost a read per machine:
-	// the method sees what the inventory saves.
+	// The per-VM reads of the same machines, measured the same way, read the VMs at the restart
+	// (each reconcile alone, or several in one shared search: how many requests that takes
+	// depends on how the reconciles coincide, so only reading at all is asserted; a cold CI run
+	// saw the ten in one search) and keep reading Ready machines afterwards: the method sees what
+	// the inventory saves.
 	reads := r.economy(modeReads)
 	g.Expect(reads).NotTo(BeNil())
-	g.Expect(reads.RestartTotal()).To(BeNumerically(">=", 10), "Engine calls of a restart with per-VM reads: %v", reads.RestartCalls)
+	g.Expect(reads.RestartSettled).To(BeTrue(), "the restarted manager settled")
+	g.Expect(reads.RestartCalls[vmReadEndpoint]+reads.RestartCalls[vmListEndpoint]).To(BeNumerically(">=", 1),
+		"VM reads of a restart with per-VM reads: %v", reads.RestartCalls)
+	g.Expect(reads.SteadyCalls[vmReadEndpoint]).To(BeNumerically(">", 0), "per-VM reads of Ready machines with the inventory off: %v", reads.SteadyCalls)
 	// The orphan is reported within the inventory interval; twice that on a busy shared machine.
 	g.Expect(r.OrphanError).To(BeEmpty(), "orphan detection")
 	g.Expect(r.OrphanDetect).To(BeNumerically("<=", 2*r.SyncPeriod+orphanSlack), "orphan detection")
