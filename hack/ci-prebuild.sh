@@ -12,7 +12,7 @@
 # the in-cluster IPAM provider that the unit phase's conformance and chaos tests run. Then it waits
 # until `make test` has built the envtest binaries (the node binaries share most of their
 # packages with kube-apiserver: building both at once would compile those packages twice), and
-# builds the node binaries. Everything it builds is what `make test` and `make e2e` would build
+# builds the node binaries; then what make e2e's tests build. Everything it builds is what `make test` and `make e2e` would build
 # themselves (the same scripts, the same caches), so a failure here is repeated, and reported,
 # by them.
 set -uo pipefail
@@ -59,3 +59,22 @@ if nice -n 19 "${root}/hack/node-assets.sh" >/dev/null; then
 else
   log "the node binaries failed; make e2e will try again"
 fi
+# .ci/run starts make e2e-workload once this marker exists (or this script has ended) and make
+# test has passed unit: what follows is needed only by make e2e, after make test.
+mkdir -p "${root}/bin/ci"
+touch "${root}/bin/ci/prebuild-node-ready"
+
+# What make e2e's tests build before their nodes start: the previous release's binaries
+# (harness.CacheDir), the images' binaries with the images' build flags, Cluster API's managers,
+# the cert-manager stand-in, clusterctl (test/e2e/operator/cmd/e2e-prebuild); and the
+# end-to-end test binaries' packages (hack/e2e.sh then only links them). Cold, it kept the
+# upgrade scenarios waiting minutes for compilers after make test.
+log "building what make e2e's tests build at nice 19"
+tmp="$(mktemp -d)"
+if nice -n 19 go run ./test/e2e/operator/cmd/e2e-prebuild &&
+  nice -n 19 go test -c -o "${tmp}/" ./test/e2e/node ./test/e2e/operator ./test/e2e/workload ./test/guest; then
+  log "make e2e's builds cached"
+else
+  log "make e2e's builds failed here; make e2e will try again"
+fi
+rm -rf "${tmp}"

@@ -100,6 +100,25 @@ type Repository struct {
 	CAPIVersion string
 }
 
+// capiProviders are the Cluster API providers a repository holds: clusterctl's name and type,
+// the provider label, the components file, the directory of the module's config and the main
+// package of its manager.
+var capiProviders = []struct{ name, typ, label, file, config, pkg string }{
+	{"cluster-api", "CoreProvider", "cluster-api", "core-components.yaml", "core", "sigs.k8s.io/cluster-api/core"},
+	{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml", "bootstrap/kubeadm", "sigs.k8s.io/cluster-api/bootstrap/kubeadm"},
+	{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", "control-plane-components.yaml", "controlplane/kubeadm", "sigs.k8s.io/cluster-api/controlplane/kubeadm"},
+}
+
+// CAPIPackages are the main packages of the Cluster API managers a repository's components run
+// (what CAPIImages name).
+func CAPIPackages() []string {
+	pkgs := make([]string, 0, len(capiProviders))
+	for _, p := range capiProviders {
+		pkgs = append(pkgs, p.pkg)
+	}
+	return pkgs
+}
+
 // stagingImage is how Cluster API's config/ names its images before its release renames them.
 var stagingImage = regexp.MustCompile(`gcr\.io/k8s-staging-cluster-api/([a-z-]+):main`)
 
@@ -130,11 +149,7 @@ func WriteRepository(ctx context.Context, root, dir, standInImage string, ovirt 
 		files                           map[string][]byte
 	}
 	var providers []provider
-	for _, p := range []struct{ name, typ, label, file, config, pkg string }{
-		{"cluster-api", "CoreProvider", "cluster-api", "core-components.yaml", "core", "sigs.k8s.io/cluster-api/core"},
-		{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml", "bootstrap/kubeadm", "sigs.k8s.io/cluster-api/bootstrap/kubeadm"},
-		{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", "control-plane-components.yaml", "controlplane/kubeadm", "sigs.k8s.io/cluster-api/controlplane/kubeadm"},
-	} {
+	for _, p := range capiProviders {
 		components, err := Kustomize(ctx, filepath.Join(capiDir, p.config, "config", "default"))
 		if err != nil {
 			return nil, err

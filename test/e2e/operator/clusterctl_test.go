@@ -28,15 +28,6 @@ import (
 	"github.com/capov/capov/test/images"
 )
 
-const (
-	// previousRelease is the commit of CAPOV v0.2.0, the release before this tree's (charts and
-	// components name its images ghcr.io/capov/<name>:0.2.0).
-	previousRelease = "6a209b9"
-	previousVersion = "v0.2.0"
-	// thisVersion is the version this tree is released as (CHANGELOG.md).
-	thisVersion = "v0.3.0"
-)
-
 // TestInstalledAndUpgradedWithClusterctl is the upgrade scenario on a real node, as an operator
 // runs it (Cluster API's test/e2e/clusterctl_upgrade.go is the model): a local clusterctl
 // repository holds Cluster API's own core and kubeadm components and images (its managers built
@@ -70,13 +61,13 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	rel, old := e.releases(g)
-	this, err := clusterctl.DirRelease(thisVersion, rel.Dir)
+	this, err := clusterctl.DirRelease(ThisVersion, rel.Dir)
 	g.Expect(err).NotTo(HaveOccurred())
-	previous, err := clusterctl.TreeRelease(ctx, previousVersion, old.Src)
+	previous, err := clusterctl.TreeRelease(ctx, PreviousVersion, old.Src)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, name := range []string{"capov-manager", "capov-webhook"} {
-		g.Expect(string(previous.Components)).To(ContainSubstring("image: "+images.DefaultRegistry+"/"+name+":"+strings.TrimPrefix(previousVersion, "v")+"\n"),
-			"%s's components run the images previousImages assembles", previousVersion)
+		g.Expect(string(previous.Components)).To(ContainSubstring("image: "+images.DefaultRegistry+"/"+name+":"+strings.TrimPrefix(PreviousVersion, "v")+"\n"),
+			"%s's components run the images previousImages assembles", PreviousVersion)
 	}
 	standIn := images.Spec{Name: "cert-manager-stand-in", Registry: registry, Tag: tag, Dir: root,
 		Package: "./test/certmanager/cmd/cert-manager", Binary: "/cert-manager", Platforms: []string{e.platform()}}
@@ -109,9 +100,9 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 
 	t.Run("1 clusterctl init of the previous release: cert-manager, Cluster API, CAPOV as pods", func(t *testing.T) {
 		g := NewWithT(t)
-		out := run(g, "init", "--infrastructure", "ovirt:"+previousVersion, "--wait-providers", "--wait-provider-timeout", "600")
+		out := run(g, "init", "--infrastructure", "ovirt:"+PreviousVersion, "--wait-providers", "--wait-provider-timeout", "600")
 		g.Expect(out).To(ContainSubstring("Waiting for cert-manager to be available"))
-		e.expectProviders(g, previousVersion, nil)
+		e.expectProviders(g, PreviousVersion, nil)
 	})
 	if t.Failed() {
 		return
@@ -131,9 +122,9 @@ func TestInstalledAndUpgradedWithClusterctl(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		vmsBefore, writesBefore := e.simVMIDs(g), e.simWrites(g)
 		upgraded := time.Now()
-		run(g, "upgrade", "apply", "--infrastructure", ns+"/ovirt:"+thisVersion, "--wait-providers", "--wait-provider-timeout", "600")
-		e.expectProviders(g, thisVersion, rel.Images)
-		t.Logf("CAPOV %s runs the release's images %s after the upgrade began", thisVersion, time.Since(upgraded).Round(time.Second))
+		run(g, "upgrade", "apply", "--infrastructure", ns+"/ovirt:"+ThisVersion, "--wait-providers", "--wait-provider-timeout", "600")
+		e.expectProviders(g, ThisVersion, rel.Images)
+		t.Logf("CAPOV %s runs the release's images %s after the upgrade began", ThisVersion, time.Since(upgraded).Round(time.Second))
 		e.expectUnchanged(g, machinesBefore, specsBefore, vmsBefore, writesBefore)
 	})
 	if t.Failed() {
@@ -199,10 +190,10 @@ func (e *e2e) move(t *testing.T, bin string, repo *clusterctl.Repository) {
 		g.Expect(err).NotTo(HaveOccurred())
 		return out
 	}
-	run("init", "--infrastructure", "ovirt:"+thisVersion, "--kubeconfig", kubeconfig)
+	run("init", "--infrastructure", "ovirt:"+ThisVersion, "--kubeconfig", kubeconfig)
 	versions, err := clusterctl.Inventory(e.ctx, target.Client)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(versions).To(HaveKeyWithValue("infrastructure-ovirt", thisVersion))
+	g.Expect(versions).To(HaveKeyWithValue("infrastructure-ovirt", ThisVersion))
 	g.Expect(target.Client.DeleteAllOf(e.ctx, &admissionregistrationv1.MutatingWebhookConfiguration{})).To(Succeed())
 	g.Expect(target.Client.DeleteAllOf(e.ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
 	initialized := time.Now()

@@ -119,9 +119,9 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	archives = append(archives, e.buildImages(g, images.Spec{Name: "capov-capi-core", Registry: registry, Tag: e.tag, Dir: e.root,
 		Package: "./test/capi/cmd/capi-core", Binary: "/capi-core", Platforms: []string{e.platform()}})...)
 	e.simImage = rel.Images["capov-ovirtsim"]
-	e.installed = installation{version: previousVersion, imageTag: strings.TrimPrefix(previousVersion, "v"),
+	e.installed = installation{version: PreviousVersion, imageTag: strings.TrimPrefix(PreviousVersion, "v"),
 		charts: map[string]string{"capov": filepath.Join(old.Src, "charts", "capov"), "capov-crds": filepath.Join(old.Src, "charts", "capov-crds")}}
-	thisRelease := installation{version: thisVersion, imageTag: strings.TrimPrefix(thisVersion, "v"), charts: map[string]string{}}
+	thisRelease := installation{version: ThisVersion, imageTag: strings.TrimPrefix(ThisVersion, "v"), charts: map[string]string{}}
 	for _, chart := range []string{"capov", "capov-crds"} {
 		thisRelease.charts[chart] = filepath.Join(rel.Dir, chart+"-"+thisRelease.imageTag+".tgz")
 	}
@@ -198,11 +198,11 @@ func (e *e2e) platform() string { return "linux/" + runtime.GOARCH }
 // platform: its chart archives, its components pinned by digest and its images) and the previous
 // release's binaries from the history.
 func (e *e2e) releases(g Gomega) (*release.Result, *harness.Release) {
-	e.t.Logf("The release %s of this tree (make release, %s only) and %s from commit %s", thisVersion, e.platform(), previousVersion, previousRelease)
-	rel, err := release.Build(e.ctx, release.Options{Root: e.root, Out: filepath.Join(e.work, "release"), Version: thisVersion,
+	e.t.Logf("The release %s of this tree (make release, %s only) and %s from commit %s", ThisVersion, e.platform(), PreviousVersion, PreviousRelease)
+	rel, err := release.Build(e.ctx, release.Options{Root: e.root, Out: filepath.Join(e.work, "release"), Version: ThisVersion,
 		Platforms: []string{e.platform()}, Log: testWriter{e.t}})
 	g.Expect(err).NotTo(HaveOccurred())
-	old, err := harness.BuildRelease(e.ctx, e.root, previousRelease)
+	old, err := harness.BuildRelease(e.ctx, e.root, PreviousRelease)
 	g.Expect(err).NotTo(HaveOccurred())
 	return rel, old
 }
@@ -224,11 +224,11 @@ func (e *e2e) previousImages(g Gomega, old *harness.Release) []string {
 	var archives []string
 	for name, bin := range map[string]string{"capov-manager": old.Manager, "capov-webhook": old.Webhook} {
 		short := strings.TrimPrefix(name, "capov-")
-		spec := images.Spec{Name: name, Registry: images.DefaultRegistry, Tag: strings.TrimPrefix(previousVersion, "v"),
-			Package: "./cmd/" + short, Binary: "/" + short, Platforms: []string{e.platform()}, Version: previousVersion, GitCommit: old.Commit}
+		spec := images.Spec{Name: name, Registry: images.DefaultRegistry, Tag: strings.TrimPrefix(PreviousVersion, "v"),
+			Package: "./cmd/" + short, Binary: "/" + short, Platforms: []string{e.platform()}, Version: PreviousVersion, GitCommit: old.Commit}
 		img, err := images.Assemble(e.ctx, spec, map[string]string{e.platform(): bin})
 		g.Expect(err).NotTo(HaveOccurred())
-		archives = append(archives, e.writeImage(g, img, name+"-"+previousVersion))
+		archives = append(archives, e.writeImage(g, img, name+"-"+PreviousVersion))
 	}
 	return archives
 }
