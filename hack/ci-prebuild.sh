@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# ci-prebuild.sh: builds, at the lowest CPU priority, what `make e2e` needs after `make test`,
-# while `make test` runs. .ci/run starts it in the background and waits for it before
+# ci-prebuild.sh: builds, at the lowest CPU priority, what `make e2e` needs after `make test`
+# (and tools make test asks for later than it starts), while `make test` runs. .ci/run starts it in the background and waits for it before
 # `make e2e`. The test phases leave part of the two cores idle (the suites wait on API servers
 # and processes: docs/development.md "Timings"); a nice 19 build takes those idle cycles and
 # yields the CPU to the tests whenever they want it, so a cold run hides most of the node
 # binaries' build behind the tests. On a warm machine every step returns at once.
 #
-# It installs the Debian packages of the real node (network-bound) and, meanwhile, builds
+# It installs the Debian packages of the real node (network-bound) and, meanwhile, builds helm
+# and clusterctl (the first things make test's charts-lint and unit phases ask for), then
 # golangci-lint and fills its analysis cache (`make lint`, which takes a lock: the lint phase
 # that ends `make test` waits for this run and then finds every result cached). Then it builds
 # the in-cluster IPAM provider that the unit phase's conformance and chaos tests run. Then it waits
 # until `make test` has built the envtest binaries (the node binaries share most of their
 # packages with kube-apiserver: building both at once would compile those packages twice), and
-# builds the node binaries; then what make e2e's tests build. Everything it builds is what `make test` and `make e2e` would build
-# themselves (the same scripts, the same caches), so a failure here is repeated, and reported,
-# by them.
+# builds the node binaries; then what make e2e's tests build. Everything it builds is what
+# `make test` and `make e2e` would build themselves (the same scripts, the same caches), so a
+# failure here is repeated, and reported, by them.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 log() { echo "ci-prebuild: $* ($(date -u +%T))"; }
 
-log "installing the Debian packages of the real node; meanwhile golangci-lint at nice 19"
+log "installing the Debian packages of the real node; meanwhile helm, clusterctl, then golangci-lint at nice 19"
 "${root}/hack/e2e-prereqs.sh" >"${root}/bin/ci-prebuild-apt.log" 2>&1 &
 apt=$!
+# helm and clusterctl first: make test's charts-lint and unit phases begin by asking for them
+# (hack/helm.sh and hack/clusterctl.sh take a lock: they wait for this build, not repeat it).
+for tool in helm clusterctl; do
+  if nice -n 19 "${root}/hack/${tool}.sh" >/dev/null 2>>"${root}/bin/ci-prebuild-tools.log"; then
+    log "${tool} built"
+  else
+    log "${tool} failed here (bin/ci-prebuild-tools.log); make test builds it again"
+  fi
+done
 # At nice 19 it may take longer than the configured timeout while make test compiles: no timeout.
 if nice -n 19 make --no-print-directory lint LINT_FLAGS=--timeout=3h >"${root}/bin/ci-prebuild-lint.log" 2>&1; then
   log "golangci-lint built, its cache warm"
@@ -69,10 +79,14 @@ touch "${root}/bin/ci/prebuild-node-ready"
 # the cert-manager stand-in, clusterctl (test/e2e/operator/cmd/e2e-prebuild); and the
 # end-to-end test binaries' packages (hack/e2e.sh then only links them). Cold, it kept the
 # upgrade scenarios waiting minutes for compilers after make test.
-log "building what make e2e's tests build at nice 19"
+# The real-guest suite's test packages first: make e2e-workload starts as soon as make test has
+# passed unit, often before this is done (a cold run of 2026-12-06 compiled them twice, here
+# and there, at once).
+log "building what make e2e-workload's and make e2e's tests build at nice 19"
 tmp="$(mktemp -d)"
-if nice -n 19 go run ./test/e2e/operator/cmd/e2e-prebuild &&
-  nice -n 19 go test -c -o "${tmp}/" ./test/e2e/node ./test/e2e/operator ./test/e2e/workload ./test/guest; then
+if nice -n 19 go test -c -o "${tmp}/" ./test/guest ./test/e2e/workload &&
+  nice -n 19 go test -c -o "${tmp}/" ./test/e2e/node ./test/e2e/operator &&
+  nice -n 19 go run ./test/e2e/operator/cmd/e2e-prebuild; then
   log "make e2e's builds cached"
 else
   log "make e2e's builds failed here; make e2e will try again"

@@ -21,6 +21,11 @@ source "${root}/hack/lib/fetch.sh"
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" # vX.Y.Z
 entry="tools/clusterctl-${version}"
 out="${root}/bin/${entry}"
+# One build at a time (.ci/run's prebuild, make, a test that asks for it): a second caller waits
+# for the first one's build and takes its result.
+mkdir -p "${root}/bin"
+exec 9>"${root}/bin/.clusterctl.lock"
+flock 9
 if [[ -x "${out}" ]] || { cache_restore "${entry}" && [[ -x "${out}" ]]; }; then
   cache_save "${entry}"
   echo "${out}"

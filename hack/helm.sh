@@ -24,6 +24,11 @@ k8s_minor="$(echo "${k8s}" | cut -d. -f2)"
 
 entry="tools/helm-${version}"
 out="${root}/bin/${entry}"
+# One build at a time (.ci/run's prebuild, make, a test that asks for it): a second caller waits
+# for the first one's build and takes its result.
+mkdir -p "${root}/bin"
+exec 9>"${root}/bin/.helm.lock"
+flock 9
 if [[ -x "${out}" ]] || { cache_restore "${entry}" && [[ -x "${out}" ]]; }; then
   cache_save "${entry}"
   echo "${out}"

@@ -128,6 +128,18 @@ func clusterctlRepo(t *testing.T) (configPath, version string) {
 
 // clusterctl runs the clusterctl built from our module offline: no version check against
 // GitHub, a throw-away home (clusterctl writes ~/.cluster-api), only our provider configured.
+// listVariables runs `clusterctl generate cluster --list-variables` for a flavor ("" is the
+// default) of the repository at config.
+func listVariables(t *testing.T, config, version, flavor string) (string, error) {
+	t.Helper()
+	args := []string{"generate", "cluster", "prod-a", "--infrastructure", "ovirt:" + version, "--config", config,
+		"--target-namespace", "default", "--list-variables"}
+	if flavor != "" {
+		args = append(args, "--flavor", flavor)
+	}
+	return clusterctl(t, nil, args...)
+}
+
 func clusterctl(t *testing.T, env map[string]string, args ...string) (string, error) {
 	t.Helper()
 	bin := tool(t, "CLUSTERCTL", "clusterctl.sh")
@@ -268,12 +280,7 @@ func TestClusterctlListsTheTemplateVariablesOffline(t *testing.T) {
 	for flavor, file := range clusterTemplates {
 		t.Run("flavor "+flavor, func(t *testing.T) {
 			g := NewWithT(t)
-			args := []string{"generate", "cluster", "prod-a", "--infrastructure", "ovirt:" + version, "--config", config,
-				"--target-namespace", "default", "--list-variables"}
-			if flavor != "" {
-				args = append(args, "--flavor", flavor)
-			}
-			out, err := clusterctl(t, nil, args...)
+			out, err := listVariables(t, config, version, flavor)
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			req := strings.SplitN(strings.SplitN(out, "Optional Variables:", 2)[0], "Required Variables:", 2)[1]
 			g.Expect(strings.Fields(strings.ReplaceAll(req, "-", ""))).To(Equal(required[flavor]), out)

@@ -26,7 +26,7 @@ const (
 // Prebuild builds what the tests of this package build before their node starts, with the
 // commands they use, so that their first run finds it in the caches (Go's build cache, and
 // harness.CacheDir for the previous release): the previous release's manager and webhook, this
-// tree's product images, Cluster API's managers, the cert-manager stand-in (its image and its
+// tree's product images, the Helm test's Cluster API core, Cluster API's managers, the cert-manager stand-in (its image and its
 // process) and clusterctl. The binaries it compiles are discarded. .ci/run's prebuild runs it
 // at nice 19 while make test runs (cmd/e2e-prebuild). log receives one line per step.
 func Prebuild(ctx context.Context, root string, log func(format string, args ...any)) error {
@@ -51,8 +51,11 @@ func Prebuild(ctx context.Context, root string, log func(format string, args ...
 	defer os.RemoveAll(dir)
 	platform := "linux/" + runtime.GOARCH
 	specs := images.Products(images.Spec{Tag: "prebuild", Dir: root, Platforms: []string{platform}})
-	specs = append(specs, images.Spec{Name: "cert-manager-stand-in", Tag: "prebuild", Dir: root,
-		Package: "./test/certmanager/cmd/cert-manager", Binary: "/cert-manager", Platforms: []string{platform}})
+	specs = append(specs,
+		images.Spec{Name: "capov-capi-core", Tag: "prebuild", Dir: root, Package: "./test/capi/cmd/capi-core",
+			Binary: "/capi-core", Platforms: []string{platform}},
+		images.Spec{Name: "cert-manager-stand-in", Tag: "prebuild", Dir: root, Package: "./test/certmanager/cmd/cert-manager",
+			Binary: "/cert-manager", Platforms: []string{platform}})
 	for _, pkg := range clusterctl.CAPIPackages() {
 		specs = append(specs, images.Spec{Name: path.Base(pkg), Tag: "prebuild", Dir: root, Package: pkg,
 			Binary: "/manager", Platforms: []string{platform}})
