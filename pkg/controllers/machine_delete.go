@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -316,9 +318,38 @@ func (r *OVirtMachineReconciler) finishDelete(ctx context.Context, s *machineSco
 	// status.initialization.provisioned stays true (the v1beta1 status.ready used to become
 	// false here): Ready says that the machine is gone (updateMachineStatus).
 	v1beta1conditions.MarkTrue(s.om, infrav1.MachineDeletedCondition)
+	if paused, err := r.clusterPausedSince(ctx, s); err != nil || paused {
+		return ctrl.Result{RequeueAfter: r.Intervals.Retry}, err
+	}
 	controllerutil.RemoveFinalizer(s.om, infrav1.MachineFinalizer)
 	r.reads.forget(client.ObjectKeyFromObject(s.om))
 	r.scheduled.forget(client.ObjectKeyFromObject(s.om))
 	r.waits.forget(client.ObjectKeyFromObject(s.om))
 	return ctrl.Result{}, nil
+}
+
+// clusterPausedSince reads the machine's Cluster from the API server before the finalizer is
+// dropped: a reconcile of a deletion spends Engine calls after reading the Cluster from the
+// cache, and the Cluster may have been paused meanwhile. The finalizer's removal is the only
+// event that tells Cluster API's Machine controller the infrastructure is gone; paused, that
+// controller drops the event, and the unpause does not wake it again (its Cluster watch fires
+// when the control plane is initialized), so the Machine, and the Cluster's deletion, would wait
+// for its resync (minutes). Kept until the unpause, which wakes this machine (the Cluster watch),
+// the finalizer goes when Cluster API listens.
+func (r *OVirtMachineReconciler) clusterPausedSince(ctx context.Context, s *machineScope) (bool, error) {
+	if s.cluster == nil || r.APIReader == nil {
+		return false, nil
+	}
+	c := &clusterv1.Cluster{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.cluster), c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading Cluster %s before dropping the finalizer: %w", s.cluster.Name, err)
+	}
+	if !annotations.IsPaused(c, s.om) {
+		return false, nil
+	}
+	s.log.Info("The VM is gone; keeping the finalizer until the Cluster is unpaused (it was paused during this reconcile)", "Cluster", klog.KObj(c))
+	return true, nil
 }
