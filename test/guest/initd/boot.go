@@ -9,7 +9,6 @@ import (
 	"log"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -148,7 +147,7 @@ func otherPIDs() []string {
 func (m *manager) boot(cfg *Config, l *log.Logger, start time.Time) {
 	ignition := cfg.Provisioner == ProvisionerIgnition
 	if ignition {
-		if err := firstBootIgnition(cfg, l); err != nil {
+		if err := m.firstBootIgnition(cfg, l); err != nil {
 			// Ignition's failure stops a real boot in the initramfs (emergency target).
 			l.Printf("Ignition failed: %v", err)
 			_ = writeFile(ignitionFailedFile, err.Error()+"\n", 0o644)
@@ -163,7 +162,7 @@ func (m *manager) boot(cfg *Config, l *log.Logger, start time.Time) {
 			_ = syscall.Sethostname([]byte(name))
 		}
 	}
-	if err := exec.Command("ip", "link", "set", "lo", "up").Run(); err != nil {
+	if _, err := m.output("ip", "link", "set", "lo", "up"); err != nil {
 		l.Printf("Bringing lo up: %v", err)
 	}
 	for _, n := range cfg.NICs {
@@ -224,7 +223,7 @@ func isCloudInitUnit(u string) bool {
 
 // firstBootIgnition runs Ignition on the first boot of the disk: the config is the config
 // drive's user data (the Engine's Ignition config). Later boots find its result file.
-func firstBootIgnition(cfg *Config, l *log.Logger) error {
+func (m *manager) firstBootIgnition(cfg *Config, l *log.Logger) error {
 	if _, err := os.Stat(IgnitionResultFile); err == nil {
 		l.Printf("Ignition: not the first boot (%s exists)", IgnitionResultFile)
 		return nil
@@ -234,7 +233,7 @@ func firstBootIgnition(cfg *Config, l *log.Logger) error {
 		return ignFail("no Ignition config: this first boot has no config drive with %s (oVirt attaches one on the first run of a VM with an initialization)", ignitionUserData)
 	}
 	start := time.Now()
-	if err := runIgnition("/", []byte(data), l); err != nil {
+	if err := applyIgnition("/", []byte(data), l, m.output); err != nil {
 		return err
 	}
 	result := fmt.Sprintf("{\"provisioningDate\":%q,\"userConfigProvided\":true}\n", time.Now().UTC().Format(time.RFC3339Nano))

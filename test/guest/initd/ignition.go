@@ -213,6 +213,16 @@ func ignMajor(v string) (int, error) {
 // runIgnition applies the config data to the root file system at root, as Ignition's files
 // stage does. Notices (what Ignition itself only warns about) go to l.
 func runIgnition(root string, data []byte, l *log.Logger) error {
+	return applyIgnition(root, data, l, combinedOutput)
+}
+
+// combinedOutput runs a command to its end (outside a guest, where no reaper runs).
+func combinedOutput(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
+
+// applyIgnition is runIgnition with the command runner the guest's PID 1 gives it (manager.output).
+func applyIgnition(root string, data []byte, l *log.Logger, output func(string, ...string) ([]byte, error)) error {
 	cfg, major, err := parseIgnition(data)
 	if err != nil {
 		return err
@@ -220,7 +230,7 @@ func runIgnition(root string, data []byte, l *log.Logger) error {
 	if err := cfg.unsupported(major); err != nil {
 		return err
 	}
-	a := &ignApplier{root: root, major: major, l: l}
+	a := &ignApplier{root: root, major: major, l: l, output: output}
 	if err := a.passwd(cfg.Passwd); err != nil {
 		return err
 	}
@@ -252,9 +262,10 @@ func (c *ignConfig) unsupported(major int) error {
 }
 
 type ignApplier struct {
-	root  string
-	major int
-	l     *log.Logger
+	output func(name string, args ...string) ([]byte, error) // runs a command to its end
+	root   string
+	major  int
+	l      *log.Logger
 }
 
 func (a *ignApplier) at(p string) string { return filepath.Join(a.root, p) }
@@ -389,7 +400,7 @@ func (a *ignApplier) authorizedKeys(what, user string, keys []string) error {
 }
 
 func (a *ignApplier) run(what, name string, args ...string) error {
-	out, err := exec.Command(name, args...).CombinedOutput()
+	out, err := a.output(name, args...)
 	if err != nil {
 		return ignFail("%s: %s: %v: %s", what, name, err, strings.TrimSpace(string(out)))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -48,6 +49,10 @@ type manager struct {
 	order    []string            // start order, for the reverse order at shutdown
 	waiters  map[int]chan syscall.WaitStatus
 	shutdown bool
+	// commands is held by output while a command it waits for runs, and by the reaper while it
+	// collects: a Wait4(-1) would otherwise take that command's exit before os/exec's Wait
+	// does (ECHILD: "waitid: no child processes").
+	commands sync.Mutex
 }
 
 // service is the state of one unit.
@@ -81,21 +86,36 @@ func (m *manager) reap(quit <-chan struct{}) {
 			return
 		case <-ch:
 		}
-		for {
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-			if err != nil || pid <= 0 {
-				break
-			}
-			m.mu.Lock()
-			w, ok := m.waiters[pid]
-			delete(m.waiters, pid)
-			m.mu.Unlock()
-			if ok {
-				w <- ws
-			}
+		m.commands.Lock()
+		m.collect()
+		m.commands.Unlock()
+	}
+}
+
+// collect hands every exited child's status to whoever started it. Called with m.commands held.
+func (m *manager) collect() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err != nil || pid <= 0 {
+			break
+		}
+		m.mu.Lock()
+		w, ok := m.waiters[pid]
+		delete(m.waiters, pid)
+		m.mu.Unlock()
+		if ok {
+			w <- ws
 		}
 	}
+}
+
+// output runs a command to its end and returns its combined output, the reaper held off
+// meanwhile (see commands).
+func (m *manager) output(name string, args ...string) ([]byte, error) {
+	m.commands.Lock()
+	defer m.commands.Unlock()
+	return exec.Command(name, args...).CombinedOutput()
 }
 
 // spawn starts argv with env, output appended to the unit's log, in a process group of its
