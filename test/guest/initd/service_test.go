@@ -178,3 +178,20 @@ RestartSec=0.05
 		}
 	}
 }
+
+// A command PID 1 runs to its end (Ignition's useradd, `ip link set lo up`) ends with its own
+// exit status while the reaper runs beside it: the reaper, woken by the command's SIGCHLD,
+// must not collect it first (the real-guest flake: "useradd: waitid: no child processes",
+// and Ignition, then the boot, failed).
+func TestACommandPID1WaitsForIsNotTakenByTheReaper(t *testing.T) {
+	m, _ := newTestManager(t, nil)
+	for i := range 300 {
+		out, err := m.output("/bin/sh", "-c", "echo ran")
+		if err != nil {
+			t.Fatalf("command %d: %v (output %q)", i, err, out)
+		}
+		if string(out) != "ran\n" {
+			t.Fatalf("command %d: output %q, want %q", i, out, "ran\n")
+		}
+	}
+}
