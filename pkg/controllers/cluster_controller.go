@@ -92,6 +92,9 @@ func (r *OVirtClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&infrav1.OVirtMachine{}, r.settledMachineToCluster(), builder.WithPredicates(placementChanged())).
 		// The IPAM provider allocating the endpoint's address wakes the cluster up.
 		Owns(&ipamv1.IPAddressClaim{}).
+		// The endpoint's address left held for a deleted OVirtCluster (an IPAM provider's stale
+		// write put CAPOV's finalizer back) wakes that cluster's reconcile, which releases it.
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(heldAddressToCluster)).
 		Named("ovirtcluster").
 		Complete(r)
 }
@@ -100,7 +103,10 @@ func (r *OVirtClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 func (r *OVirtClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	oc := &infrav1.OVirtCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, oc); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, releaseAddressesOfGoneHolder(ctx, r.Client, infrav1.IPAddressClaimEndpointLabel, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
 	// The owner Cluster is optional: product doc §7.2 makes an OVirtCluster ready on its own;
 	// with an owner, its pause is honoured.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,15 +27,25 @@ const (
 // defaultAPIServerPort is the port of a claimed endpoint without controlPlaneEndpoint.port.
 const defaultAPIServerPort = 6443
 
+// endpointClaimSuffix ends the name of an OVirtCluster's endpoint claim.
+const endpointClaimSuffix = "-control-plane-endpoint"
+
 // endpointClaimName is the IPAddressClaim of an OVirtCluster's control-plane endpoint.
 func endpointClaimName(oc *infrav1.OVirtCluster) string {
-	const suffix = "-control-plane-endpoint"
 	name := oc.Name
-	if len(name)+len(suffix) > 253 {
-		name = name[:253-len(suffix)]
+	if len(name)+len(endpointClaimSuffix) > 253 {
+		name = name[:253-len(endpointClaimSuffix)]
 	}
-	return name + suffix
+	return name + endpointClaimSuffix
 }
+
+// clusterOfEndpointClaim is the OVirtCluster an endpoint claim is named for (endpointClaimName).
+func clusterOfEndpointClaim(claim string) (string, bool) {
+	return strings.CutSuffix(claim, endpointClaimSuffix)
+}
+
+// heldAddressToCluster maps an endpoint's IPAddress left held for a deleted OVirtCluster to it.
+var heldAddressToCluster = heldAddressToHolder(infrav1.IPAddressClaimEndpointLabel, clusterOfEndpointClaim)
 
 // claimEndpoint claims the control-plane endpoint's address from spec.controlPlaneEndpointFromPool
 // and sets spec.controlPlaneEndpoint from it. It reports false while the address is not

@@ -23,6 +23,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/capov/capov/apis/v1beta2"
 	"github.com/capov/capov/pkg/ovirt"
@@ -386,6 +388,79 @@ func releaseHeldAddresses(ctx context.Context, r client.Reader, w client.Writer,
 	}
 	return nil
 }
+
+// releaseAddressesOfGoneHolder releases what is still held for an OVirtMachine or OVirtCluster
+// that no longer exists (the IPAddresses labelled key=machineLabelValue(holder.Name)): an
+// IPAddress being deleted with infrav1.IPAddressInUseFinalizer on it. The holder's deletion
+// released it before deleting its claim, but an IPAM provider that then removes its own
+// finalizer with a patch computed from a copy older than that release (the in-cluster provider
+// does, from its cache) writes CAPOV's finalizer back, and deletes the address: without this it
+// never went back to its pool. No finalizer can be added to an object being deleted, so what is
+// released here stays released. Read from the cache: the reconcile runs on the address's
+// deletion (heldAddressToHolder) or the holder's removal.
+func releaseAddressesOfGoneHolder(ctx context.Context, c client.Client, key string, holder client.ObjectKey) error {
+	list := &ipamv1.IPAddressList{}
+	if err := c.List(ctx, list, client.InNamespace(holder.Namespace), client.MatchingLabels{key: machineLabelValue(holder.Name)}); err != nil {
+		return fmt.Errorf("listing the IPAddresses held for %s: %w", holder.Name, err)
+	}
+	for i := range list.Items {
+		ip := &list.Items[i]
+		if ip.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(ip, infrav1.IPAddressInUseFinalizer) {
+			continue
+		}
+		released := ip.DeepCopy()
+		controllerutil.RemoveFinalizer(released, infrav1.IPAddressInUseFinalizer)
+		if err := c.Patch(ctx, released, client.MergeFromWithOptions(ip, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("releasing IPAddress %s of deleted %s (finalizer %s): %w", ip.Name, holder.Name, infrav1.IPAddressInUseFinalizer, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Released an IPAddress still held after its holder was deleted", "ipAddress", klog.KObj(ip), "address", ip.Spec.Address)
+	}
+	return nil
+}
+
+// heldAddressToHolder returns a map function from an IPAddress being deleted that CAPOV still
+// holds for the label key to its holder (an OVirtMachine or an OVirtCluster), named by the
+// address's claim through holderOf; the holder's reconcile releases it once the holder is gone
+// (releaseAddressesOfGoneHolder).
+func heldAddressToHolder(key string, holderOf func(claim string) (string, bool)) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		ip, ok := o.(*ipamv1.IPAddress)
+		if !ok || ip.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(ip, infrav1.IPAddressInUseFinalizer) {
+			return nil
+		}
+		label, ok := ip.Labels[key]
+		if !ok {
+			return nil
+		}
+		name, ok := holderOf(ip.Spec.ClaimRef.Name)
+		if !ok || name == "" || machineLabelValue(name) != label {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ip.Namespace, Name: name}}}
+	}
+}
+
+// machineOfClaim is the machine a claim is named for (ipClaimName: <machine>-<nic>-<pool>).
+func machineOfClaim(claim string) (string, bool) {
+	name := claim
+	for range 2 {
+		i := strings.LastIndexByte(name, '-')
+		if i < 0 {
+			return "", false
+		}
+		if _, err := strconv.Atoi(name[i+1:]); err != nil {
+			return "", false
+		}
+		name = name[:i]
+	}
+	return name, true
+}
+
+// heldAddressToMachine maps an IPAddress left held for a deleted machine to that machine.
+var heldAddressToMachine = heldAddressToHolder(infrav1.IPAddressClaimMachineLabel, machineOfClaim)
 
 // machineClaims returns the IPAddressClaims the machine controls, read from the API server
 // rather than the cache: the reconcile right before the deletion may have created a claim that

@@ -195,6 +195,9 @@ func (r *OVirtMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			builder.WithPredicates(groupsOrDomainsChanged())).
 		// An IPAM provider allocating an address (status.addressRef) wakes the machine up.
 		Owns(&ipamv1.IPAddressClaim{}).
+		// An address left held for a deleted machine (an IPAM provider's stale write put
+		// CAPOV's finalizer back) wakes that machine's reconcile, which releases it.
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(heldAddressToMachine)).
 		// The For watch queues the machines of the initial list at low priority; those
 		// that are not Ready go before them (unfinishedFirst).
 		Watches(&infrav1.OVirtMachine{}, unfinishedFirst())
@@ -293,7 +296,7 @@ func (r *OVirtMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.reads.forget(req.NamespacedName)
 			r.scheduled.forget(req.NamespacedName)
 			r.waits.forget(req.NamespacedName)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, releaseAddressesOfGoneHolder(ctx, r.Client, infrav1.IPAddressClaimMachineLabel, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
 	}
