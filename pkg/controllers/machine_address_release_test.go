@@ -34,10 +34,7 @@ const protectAddress = "ipam.cluster.x-k8s.io/ProtectAddress"
 func TestAnAddressReHeldByTheIPAMProvidersStaleWriteIsReleased(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	f := newMachineFixture(t)
-	stored := f.get(t)
-	stored.Spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt", AddressesFromPools: []infrav1.IPPoolReference{pool}}}
-	g.Expect(f.c.Update(ctx, stored)).To(Succeed())
+	f := newPoolMachineFixture(t)
 	api := f.c.(client.WithWatch)
 
 	// The machine claims its address; the provider allocates it; CAPOV holds it.

@@ -150,6 +150,16 @@ func TestAllocatedAddressesComeFirst(t *testing.T) {
 	}))
 }
 
+// newPoolMachineFixture is newMachineFixture with the machine's NIC taking its address from pool.
+func newPoolMachineFixture(t *testing.T) *machineFixture {
+	t.Helper()
+	f := newMachineFixture(t)
+	stored := f.get(t)
+	stored.Spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt", AddressesFromPools: []infrav1.IPPoolReference{pool}}}
+	NewWithT(t).Expect(f.c.Update(context.Background(), stored)).To(Succeed())
+	return f
+}
+
 // claimsUnseen is the reconciler's cached client before its IPAddressClaim informer has caught
 // up: every claim, whatever the API server holds, is not found and not listed.
 func claimsUnseen(c client.WithWatch) client.Client {
@@ -179,10 +189,7 @@ func claimsUnseen(c client.WithWatch) client.Client {
 func TestAClaimCreatedAsTheDeletionStartsIsReleasedBeforeTheFinalizerDrops(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	f := newMachineFixture(t)
-	stored := f.get(t)
-	stored.Spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt", AddressesFromPools: []infrav1.IPPoolReference{pool}}}
-	g.Expect(f.c.Update(ctx, stored)).To(Succeed())
+	f := newPoolMachineFixture(t)
 
 	api := f.c.(client.WithWatch)
 	created := 0
@@ -247,10 +254,7 @@ func TestNoClaimForAMachineTheCacheHasNotSeenLeave(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			f := newMachineFixture(t)
-			stored := f.get(t)
-			stored.Spec.NICs = []infrav1.NIC{{VnicProfile: "ovirtmgmt", AddressesFromPools: []infrav1.IPPoolReference{pool}}}
-			g.Expect(f.c.Update(ctx, stored)).To(Succeed())
+			f := newPoolMachineFixture(t)
 			stale := f.get(t)
 
 			api := f.c.(client.WithWatch)
